@@ -1,0 +1,9 @@
+//! hvd-cluster: one TOML profile in, a working Horovod cluster out, and removed again.
+//!
+//! The flow runs one way: [`profile`] (parse + validate) → [`plan`] (desired vs observed,
+//! pure) → [`apply`] (provider calls, state saved after each step) → bootstrap → check.
+//! Only [`openstack`] and the provider modules talk to the outside world.
+
+pub mod openstack;
+pub mod plan;
+pub mod profile;
