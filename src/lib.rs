@@ -7,3 +7,8 @@
 pub mod openstack;
 pub mod plan;
 pub mod profile;
+pub mod state;
+pub mod apply;
+pub mod progress;
+pub mod cli;
+pub mod provider;

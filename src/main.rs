@@ -1,1 +1,122 @@
-fn main() {}
+//! The `hvd-cluster` command line. Thin: parses arguments, runs one command, maps the
+//! outcome to an exit code scripts can rely on.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use hvd_cluster::cli::{self, Target};
+
+/// Turn one TOML profile into a working Horovod cluster on OpenStack, and remove it again.
+///
+/// Exit codes: 0 success (for `plan`: nothing to change), 1 failure, 2 bad profile or
+/// arguments, 3 quota shortfall (nothing was created), 10 `plan` found changes,
+/// 130 interrupted (run `up` again to resume, or `down` to remove everything).
+#[derive(Parser, Debug)]
+#[command(name = "hvd-cluster", version, max_term_width = 100)]
+struct Args {
+    /// Folder holding each cluster's state and SSH key
+    /// [default: $XDG_STATE_HOME/hvd-cluster, or ~/.local/state/hvd-cluster]
+    #[arg(long, global = true, env = "HVD_CLUSTER_STATE_DIR", value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+
+    /// Print only results and errors, no progress
+    #[arg(long, short, global = true)]
+    quiet: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check a profile without any network call
+    Validate {
+        /// The cluster profile (TOML)
+        file: PathBuf,
+    },
+    /// Resolve names, check quotas and print what `up` would create, keep or delete; changes nothing
+    Plan {
+        file: PathBuf,
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create or converge the cluster, then print every node's addresses
+    Up {
+        file: PathBuf,
+        /// Stop once the cloud resources exist (no SSH bootstrap)
+        #[arg(long)]
+        infra_only: bool,
+    },
+    /// Show what exists and in which state, found by the cluster's tag
+    Status {
+        #[command(flatten)]
+        target: TargetArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete everything tagged with the cluster, last created first; safe to repeat
+    Down {
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct TargetArgs {
+    /// The cluster profile (TOML)
+    file: Option<PathBuf>,
+    /// The cluster's name, when no profile is at hand
+    #[arg(long, conflicts_with = "file", required_unless_present = "file")]
+    cluster: Option<String>,
+    /// clouds.yaml entry to use with --cluster [default: the saved one, or $OS_CLOUD]
+    #[arg(long, requires = "cluster")]
+    cloud: Option<String>,
+}
+
+impl From<TargetArgs> for Target {
+    fn from(t: TargetArgs) -> Target {
+        match (t.file, t.cluster) {
+            (Some(file), _) => Target::Profile(file),
+            (None, Some(name)) => Target::Cluster { name, cloud: t.cloud },
+            // clap enforces one of the two.
+            (None, None) => Target::Cluster { name: String::new(), cloud: t.cloud },
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let ctx = cli::Context::new(args.state_dir, args.quiet);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let outcome = runtime.block_on(async {
+        let work = async {
+            match args.command {
+                Command::Validate { file } => cli::validate(&ctx, &file).await,
+                Command::Plan { file, json } => cli::plan(&ctx, &file, json).await,
+                Command::Up { file, infra_only } => cli::up(&ctx, &file, infra_only).await,
+                Command::Status { target, json } => cli::status(&ctx, target.into(), json).await,
+                Command::Down { target } => cli::down(&ctx, target.into()).await,
+            }
+        };
+        tokio::select! {
+            result = work => result,
+            _ = tokio::signal::ctrl_c() => Err(cli::Error::Interrupted),
+        }
+    });
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

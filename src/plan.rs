@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::profile::{JupyterAccess, Profile, StorageKind};
 
 /// Every kind of resource hvd-cluster creates, in dependency order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     Keypair,

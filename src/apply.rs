@@ -1,0 +1,366 @@
+//! Runs a [`Plan`] against a [`Provider`]: deletions last level first, then creations level by
+//! level, in parallel inside a level with a bound, saving state after every step, waiting
+//! with deadlines and one list call per resource kind per tick.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use futures::stream::{self, StreamExt, TryStreamExt};
+
+use crate::plan::{Desired, Health, Kind, Observation, Observed, Plan, Spec};
+use crate::progress::Progress;
+use crate::state::{ClusterDir, ClusterState, Resource, StateError};
+
+/// A cloud (or the local Docker engine) as seen by the apply engine.
+pub trait Provider: Sync {
+    /// Every resource of the cluster, found by its tag (or name where the cloud has no tags).
+    fn observe(&self, cluster: &str) -> impl Future<Output = Result<Vec<Observed>, ProviderError>> + Send;
+    /// The current state of every resource of one kind: one list call, for polling.
+    fn poll(&self, cluster: &str, kind: Kind) -> impl Future<Output = Result<Vec<Observed>, ProviderError>> + Send;
+    /// Creates one resource; `ids` holds the ids of everything created before it, by name.
+    fn create(
+        &self,
+        cluster: &str,
+        desired: &Desired,
+        ids: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<String, ProviderError>> + Send;
+    /// Deletes one resource; a resource already gone is not an error.
+    fn delete(&self, old: &Observed) -> impl Future<Output = Result<(), ProviderError>> + Send;
+}
+
+/// A provider failure, already worded for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("{0}")]
+    Cloud(String),
+    #[error("quota exceeded: {0}")]
+    Quota(String),
+    #[error("{what}: {detail}")]
+    Resolve { what: String, detail: String },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("{action} {kind} {name}: {source}")]
+    Step { action: &'static str, kind: Kind, name: String, source: ProviderError },
+    #[error("observing the cluster: {0}")]
+    Observe(ProviderError),
+    #[error("timed out after {secs}s waiting for {what}")]
+    Timeout { what: String, secs: u64 },
+    #[error("{kind} {name} failed: {reason}")]
+    Failed { kind: Kind, name: String, reason: String },
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+/// How long each kind of wait may take, and how often to poll.
+#[derive(Debug, Clone)]
+pub struct Deadlines {
+    pub server_active: Duration,
+    pub share_available: Duration,
+    pub deleted: Duration,
+    pub tick: Duration,
+    /// How many times a server that lands in ERROR is deleted and created again.
+    pub server_retries: u32,
+    /// Most concurrent calls inside one level.
+    pub parallel: usize,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            server_active: Duration::from_secs(600),
+            share_available: Duration::from_secs(300),
+            deleted: Duration::from_secs(300),
+            tick: Duration::from_secs(2),
+            server_retries: 2,
+            parallel: 8,
+        }
+    }
+}
+
+/// Kinds whose creation is asynchronous in the cloud and must be waited for.
+fn waits_for_ready(kind: Kind) -> bool {
+    matches!(kind, Kind::Server | Kind::Share | Kind::Volume | Kind::VolumeAttachment)
+}
+
+pub struct Applier<'a, P: Provider> {
+    pub provider: &'a P,
+    pub dir: &'a ClusterDir,
+    pub progress: &'a Progress,
+    pub deadlines: Deadlines,
+    state: Mutex<ClusterState>,
+}
+
+impl<'a, P: Provider> Applier<'a, P> {
+    pub fn new(provider: &'a P, dir: &'a ClusterDir, progress: &'a Progress, state: ClusterState) -> Self {
+        Applier { provider, dir, progress, deadlines: Deadlines::default(), state: Mutex::new(state) }
+    }
+
+    pub fn state(&self) -> ClusterState {
+        self.state.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Observes the cluster and folds what was found into the local state.
+    pub async fn observe(&self) -> Result<Observation, ApplyError> {
+        let cluster = self.dir.cluster.clone();
+        let resources = self.provider.observe(&cluster).await.map_err(ApplyError::Observe)?;
+        let highest = {
+            let mut st = self.lock_state();
+            st.resources.retain(|name, r| resources.iter().any(|o| &o.name == name && o.kind == r.kind));
+            for o in &resources {
+                st.resources.insert(o.name.clone(), Resource { kind: o.kind, id: o.id.clone() });
+            }
+            let names = crate::plan::Names(&cluster);
+            let seen = resources.iter().filter_map(|o| names.worker_index(&o.name)).max().unwrap_or(0);
+            st.highest_worker_index = st.highest_worker_index.max(seen);
+            st.highest_worker_index
+        };
+        self.save()?;
+        Ok(Observation { resources, highest_worker_index: highest })
+    }
+
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, ClusterState> {
+        // A panic while holding the lock would poison it; the data is still the best we have.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn save(&self) -> Result<(), StateError> {
+        let snapshot = self.lock_state().clone();
+        self.dir.save(&snapshot)
+    }
+
+    fn record(&self, name: &str, kind: Kind, id: Option<&str>) -> Result<(), StateError> {
+        {
+            let mut st = self.lock_state();
+            match id {
+                Some(id) => {
+                    st.resources.insert(name.to_string(), Resource { kind, id: id.to_string() });
+                    if let Some(i) = crate::plan::Names(&st.cluster.clone()).worker_index(name) {
+                        st.highest_worker_index = st.highest_worker_index.max(i);
+                    }
+                }
+                None => {
+                    st.resources.remove(name);
+                }
+            }
+        }
+        self.save()
+    }
+
+    fn ids(&self) -> BTreeMap<String, String> {
+        self.lock_state().resources.iter().map(|(n, r)| (n.clone(), r.id.clone())).collect()
+    }
+
+    /// Runs the plan to the end. Returns the number of changes made.
+    pub async fn apply(&self, plan: &Plan) -> Result<usize, ApplyError> {
+        let mut changes = 0;
+        // Deletions first: they free quota (and addresses) the creations may need.
+        let deletions = plan.deletions();
+        let mut by_level: BTreeMap<std::cmp::Reverse<u8>, Vec<&Observed>> = BTreeMap::new();
+        for old in deletions {
+            by_level.entry(std::cmp::Reverse(old.kind.level())).or_default().push(old);
+        }
+        for (_, level) in by_level {
+            changes += level.len();
+            self.delete_level(&level).await?;
+        }
+
+        // Resources kept but still building are waited for with their level.
+        let mut pending: BTreeMap<u8, Vec<Desired>> = BTreeMap::new();
+        for a in &plan.actions {
+            if let crate::plan::Action::Keep { desired, pending: true, .. } = a {
+                pending.entry(desired.kind().level()).or_default().push(desired.clone());
+            }
+        }
+        let levels = plan.creation_levels();
+        let all_levels: BTreeSet<u8> =
+            levels.iter().filter_map(|l| l.first().map(|d| d.kind().level())).chain(pending.keys().copied()).collect();
+        for level in all_levels {
+            let create: Vec<&Desired> =
+                levels.iter().flatten().filter(|d| d.kind().level() == level).copied().collect();
+            changes += create.len();
+            let waiting = pending.remove(&level).unwrap_or_default();
+            self.create_level(&create, &waiting).await?;
+        }
+        Ok(changes)
+    }
+
+    async fn create_level(&self, create: &[&Desired], pending: &[Desired]) -> Result<(), ApplyError> {
+        let cluster = self.dir.cluster.clone();
+        let ids = self.ids();
+        stream::iter(create.iter().map(|d| {
+            let ids = &ids;
+            let cluster = &cluster;
+            async move {
+                let started = Instant::now();
+                let id = self.provider.create(cluster, d, ids).await.map_err(|source| ApplyError::Step {
+                    action: "creating",
+                    kind: d.kind(),
+                    name: d.name.clone(),
+                    source,
+                })?;
+                self.record(&d.name, d.kind(), Some(&id))?;
+                self.progress.line(format!(
+                    "  + {} {} ({id}) in {:.1}s",
+                    d.kind(),
+                    d.name,
+                    started.elapsed().as_secs_f64()
+                ));
+                Ok::<(), ApplyError>(())
+            }
+        }))
+        .buffer_unordered(self.deadlines.parallel.max(1))
+        .try_collect::<Vec<()>>()
+        .await?;
+
+        let mut waiting: BTreeMap<Kind, Vec<Desired>> = BTreeMap::new();
+        for d in create.iter().copied().chain(pending.iter()) {
+            if waits_for_ready(d.kind()) {
+                waiting.entry(d.kind()).or_default().push(d.clone());
+            }
+        }
+        for (kind, desired) in waiting {
+            self.wait_ready(kind, desired).await?;
+        }
+        Ok(())
+    }
+
+    /// Polls one list call per tick until every named resource is ready. A server that
+    /// fails is deleted and created again, a bounded number of times.
+    async fn wait_ready(&self, kind: Kind, desired: Vec<Desired>) -> Result<(), ApplyError> {
+        let cluster = self.dir.cluster.clone();
+        let deadline = match kind {
+            Kind::Server => self.deadlines.server_active,
+            _ => self.deadlines.share_available,
+        };
+        let target = match kind {
+            Kind::Server => "ACTIVE",
+            Kind::VolumeAttachment => "attached",
+            _ => "available",
+        };
+        let bar = self.progress.bar(&format!("{kind}s {target}"), desired.len() as u64);
+        let started = Instant::now();
+        let mut retries: BTreeMap<String, u32> = BTreeMap::new();
+        let mut left: BTreeMap<String, Desired> = desired.into_iter().map(|d| (d.name.clone(), d)).collect();
+        loop {
+            let seen = self.provider.poll(&cluster, kind).await.map_err(ApplyError::Observe)?;
+            let mut status = Vec::new();
+            for (name, d) in left.clone() {
+                match seen.iter().find(|o| o.name == name) {
+                    Some(Observed { health: Health::Ready, .. }) => {
+                        left.remove(&name);
+                        bar.inc(1);
+                    }
+                    Some(o @ Observed { health: Health::Failed(reason), .. }) => {
+                        let tries = retries.entry(name.clone()).or_insert(0);
+                        if kind != Kind::Server || *tries >= self.deadlines.server_retries {
+                            bar.abandon();
+                            return Err(ApplyError::Failed { kind, name, reason: reason.clone() });
+                        }
+                        *tries += 1;
+                        self.progress.line(format!("  ! {kind} {name} failed ({reason}); deleting and creating it again ({tries}/{})", self.deadlines.server_retries));
+                        self.delete_and_wait(&[o]).await?;
+                        let ids = self.ids();
+                        let id = self.provider.create(&cluster, &d, &ids).await.map_err(|source| ApplyError::Step {
+                            action: "re-creating",
+                            kind,
+                            name: name.clone(),
+                            source,
+                        })?;
+                        self.record(&name, kind, Some(&id))?;
+                    }
+                    Some(_) => status.push(name),
+                    // Not listed yet (eventual consistency right after create): keep waiting.
+                    None => status.push(name),
+                }
+            }
+            if left.is_empty() {
+                bar.finish_and_clear();
+                self.progress.line(format!("  ✓ {kind}s {target} after {:.0}s", started.elapsed().as_secs_f64()));
+                return Ok(());
+            }
+            bar.set_message(format!("waiting for {}", status.join(", ")));
+            if started.elapsed() > deadline {
+                bar.abandon();
+                return Err(ApplyError::Timeout {
+                    what: format!("{kind}s to be {target}: {}", left.keys().cloned().collect::<Vec<_>>().join(", ")),
+                    secs: deadline.as_secs(),
+                });
+            }
+            tokio::time::sleep(self.deadlines.tick).await;
+        }
+    }
+
+    async fn delete_level(&self, level: &[&Observed]) -> Result<(), ApplyError> {
+        self.delete_and_wait(level).await
+    }
+
+    /// Deletes in parallel (bounded), then polls until the cloud lists none of them.
+    async fn delete_and_wait(&self, olds: &[&Observed]) -> Result<(), ApplyError> {
+        stream::iter(olds.iter().map(|old| async move {
+            self.provider.delete(old).await.map_err(|source| ApplyError::Step {
+                action: "deleting",
+                kind: old.kind,
+                name: old.name.clone(),
+                source,
+            })?;
+            self.progress.line(format!("  - {} {} ({})", old.kind, old.name, old.id));
+            Ok::<(), ApplyError>(())
+        }))
+        .buffer_unordered(self.deadlines.parallel.max(1))
+        .try_collect::<Vec<()>>()
+        .await?;
+
+        let cluster = self.dir.cluster.clone();
+        let kinds: BTreeSet<Kind> = olds.iter().map(|o| o.kind).collect();
+        for kind in kinds {
+            let mut left: BTreeSet<&str> = olds.iter().filter(|o| o.kind == kind).map(|o| o.id.as_str()).collect();
+            let bar = self.progress.bar(&format!("{kind}s gone"), left.len() as u64);
+            let started = Instant::now();
+            loop {
+                let seen = self.provider.poll(&cluster, kind).await.map_err(ApplyError::Observe)?;
+                let before = left.len();
+                left.retain(|id| seen.iter().any(|o| o.id == *id));
+                bar.inc((before - left.len()) as u64);
+                if left.is_empty() {
+                    break;
+                }
+                if started.elapsed() > self.deadlines.deleted {
+                    bar.abandon();
+                    return Err(ApplyError::Timeout {
+                        what: format!("{kind}s to be deleted: {}", left.into_iter().collect::<Vec<_>>().join(", ")),
+                        secs: self.deadlines.deleted.as_secs(),
+                    });
+                }
+                tokio::time::sleep(self.deadlines.tick).await;
+            }
+            bar.finish_and_clear();
+            for old in olds.iter().filter(|o| o.kind == kind) {
+                self.record(&old.name, kind, None)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Keeps only resources whose kind is in `kinds` (for polls that share one list call).
+pub fn of_kind(resources: Vec<Observed>, kind: Kind) -> Vec<Observed> {
+    resources.into_iter().filter(|o| o.kind == kind).collect()
+}
+
+/// The server specs of a plan's desired state, for the summary printed after `up`.
+pub fn servers(plan: &Plan) -> Vec<&Desired> {
+    plan.actions
+        .iter()
+        .filter_map(|a| match a {
+            crate::plan::Action::Create { desired }
+            | crate::plan::Action::Keep { desired, .. }
+            | crate::plan::Action::Replace { desired, .. } => Some(desired),
+            crate::plan::Action::Delete { .. } => None,
+        })
+        .filter(|d| matches!(d.spec, Spec::Server { .. }))
+        .collect()
+}

@@ -1,0 +1,531 @@
+//! Nova (compute v2.1, microversion [`super::http::NOVA_MICROVERSION`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::error::OpenStackError;
+use super::http::{Request, Service, Session};
+use super::{parse_quota_usages, QuotaUsages};
+
+const S: Service = Service::Compute;
+/// Nova refuses `user_data` longer than this once base64-encoded.
+pub const MAX_USER_DATA: usize = 65535;
+
+#[derive(Clone)]
+pub struct Compute {
+    pub(crate) session: Arc<Session>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Flavor {
+    pub id: String,
+    pub name: String,
+    pub vcpus: u32,
+    /// MiB
+    pub ram: u64,
+    /// GiB
+    pub disk: u64,
+    #[serde(rename = "OS-FLV-EXT-DATA:ephemeral")]
+    pub ephemeral: u64,
+    #[serde(deserialize_with = "swap_mib")]
+    pub swap: u64,
+    pub description: Option<String>,
+    pub extra_specs: BTreeMap<String, String>,
+    #[serde(rename = "os-flavor-access:is_public")]
+    pub is_public: Option<bool>,
+    #[serde(rename = "OS-FLV-DISABLED:disabled")]
+    pub disabled: Option<bool>,
+}
+
+/// `swap` is `""` for none before 2.75 and an integer after.
+fn swap_mib<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Number(n) => n.as_u64().unwrap_or(0),
+        serde_json::Value::String(s) => s.parse().unwrap_or(0),
+        _ => 0,
+    })
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Keypair {
+    pub name: String,
+    pub fingerprint: Option<String>,
+    pub public_key: String,
+    #[serde(rename = "type")]
+    pub key_type: Option<String>,
+    pub user_id: Option<String>,
+}
+
+/// Server status as nova reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(from = "String")]
+pub enum ServerStatus {
+    Active,
+    Build,
+    Error,
+    Shutoff,
+    Deleted,
+    SoftDeleted,
+    /// `UNKNOWN`: e.g. the server's cell is down.
+    #[default]
+    Unknown,
+    /// Any other (REBOOT, RESIZE, MIGRATING, PAUSED, SUSPENDED, ...).
+    Other(String),
+}
+
+impl From<String> for ServerStatus {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "ACTIVE" => Self::Active,
+            "BUILD" => Self::Build,
+            "ERROR" => Self::Error,
+            "SHUTOFF" => Self::Shutoff,
+            "DELETED" => Self::Deleted,
+            "SOFT_DELETED" => Self::SoftDeleted,
+            "UNKNOWN" => Self::Unknown,
+            _ => Self::Other(s),
+        }
+    }
+}
+
+/// `OS-EXT-STS:power_state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(from = "u8")]
+pub enum PowerState {
+    NoState,
+    Running,
+    Paused,
+    Shutdown,
+    Crashed,
+    Suspended,
+    Other(u8),
+}
+
+impl From<u8> for PowerState {
+    fn from(v: u8) -> Self {
+        match v {
+            0 => Self::NoState,
+            1 => Self::Running,
+            3 => Self::Paused,
+            4 => Self::Shutdown,
+            6 => Self::Crashed,
+            7 => Self::Suspended,
+            n => Self::Other(n),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Fault {
+    pub code: Option<u16>,
+    pub message: String,
+    pub details: Option<String>,
+    pub created: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ServerAddress {
+    pub addr: String,
+    pub version: Option<u8>,
+    /// `fixed` or `floating`.
+    #[serde(rename = "OS-EXT-IPS:type")]
+    pub kind: Option<String>,
+    #[serde(rename = "OS-EXT-IPS-MAC:mac_addr")]
+    pub mac_addr: Option<String>,
+}
+
+/// The flavor of a server: `{id, links}` before 2.47, embedded (no id) from 2.47 on.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ServerFlavor {
+    pub id: Option<String>,
+    pub original_name: Option<String>,
+    pub vcpus: Option<u32>,
+    pub ram: Option<u64>,
+    pub disk: Option<u64>,
+    pub ephemeral: Option<u64>,
+    pub swap: Option<u64>,
+    pub extra_specs: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct NamedRef {
+    pub name: String,
+}
+
+/// A server. Everything but `id` may be missing (a server in a down cell has `status`
+/// UNKNOWN and little else), so every field has a default.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Server {
+    pub id: String,
+    pub name: Option<String>,
+    pub status: ServerStatus,
+    pub fault: Option<Fault>,
+    /// Network name → addresses.
+    pub addresses: BTreeMap<String, Vec<ServerAddress>>,
+    pub metadata: BTreeMap<String, String>,
+    pub tags: Vec<String>,
+    pub key_name: Option<String>,
+    pub flavor: Option<ServerFlavor>,
+    /// Image id; `None` for a volume-backed server (nova sends `""`).
+    #[serde(rename = "image", deserialize_with = "image_id")]
+    pub image_id: Option<String>,
+    pub security_groups: Vec<NamedRef>,
+    #[serde(rename = "OS-EXT-STS:power_state")]
+    pub power_state: Option<PowerState>,
+    #[serde(rename = "OS-EXT-STS:vm_state")]
+    pub vm_state: Option<String>,
+    #[serde(rename = "OS-EXT-STS:task_state")]
+    pub task_state: Option<String>,
+    #[serde(rename = "OS-EXT-AZ:availability_zone")]
+    pub availability_zone: Option<String>,
+    #[serde(rename = "OS-EXT-SRV-ATTR:hostname")]
+    pub hostname: Option<String>,
+    pub tenant_id: Option<String>,
+    pub user_id: Option<String>,
+    pub created: Option<String>,
+    pub updated: Option<String>,
+    pub progress: Option<u8>,
+}
+
+fn image_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    struct Img {
+        id: Option<String>,
+    }
+    // `image` is an object, or "" for volume-backed servers
+    Ok(match Option::<serde_json::Value>::deserialize(d)? {
+        Some(v @ serde_json::Value::Object(_)) => serde_json::from_value::<Img>(v).ok().and_then(|i| i.id),
+        _ => None,
+    })
+}
+
+impl Server {
+    /// Addresses of one kind (`fixed` or `floating`) over every network.
+    pub fn addresses_of_kind(&self, kind: &str) -> Vec<&str> {
+        self.addresses
+            .values()
+            .flatten()
+            .filter(|a| a.kind.as_deref() == Some(kind))
+            .map(|a| a.addr.as_str())
+            .collect()
+    }
+}
+
+/// How a new server attaches to a network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerNetwork {
+    /// A pre-created port (its security groups are the port's).
+    Port(String),
+    /// A network by uuid: nova creates the port.
+    Network(String),
+    /// A network by uuid with a fixed IP.
+    FixedIp { network: String, ip: String },
+}
+
+/// What to create. `networks` empty means `"none"` (no network at all).
+#[derive(Debug, Clone, Default)]
+pub struct ServerCreate {
+    pub name: String,
+    pub flavor_id: String,
+    pub image_id: String,
+    pub networks: Vec<ServerNetwork>,
+    pub key_name: Option<String>,
+    /// Security group names or ids; only for networks given by uuid (ports carry their own).
+    pub security_groups: Vec<String>,
+    pub metadata: BTreeMap<String, String>,
+    /// At most 50 tags, each at most 60 characters, no `/` or `,`.
+    pub tags: Vec<String>,
+    /// Raw user data (cloud-init); base64-encoded by the client.
+    pub user_data: Option<Vec<u8>>,
+    pub availability_zone: Option<String>,
+    /// Guest hostname (2.90+).
+    pub hostname: Option<String>,
+}
+
+impl ServerCreate {
+    /// The request body (`{"server": {...}}`).
+    pub fn to_body(&self) -> Result<serde_json::Value, OpenStackError> {
+        let mut server = serde_json::Map::new();
+        server.insert("name".into(), json!(self.name));
+        server.insert("flavorRef".into(), json!(self.flavor_id));
+        server.insert("imageRef".into(), json!(self.image_id));
+        let networks = if self.networks.is_empty() {
+            json!("none")
+        } else {
+            serde_json::Value::Array(
+                self.networks
+                    .iter()
+                    .map(|n| match n {
+                        ServerNetwork::Port(p) => json!({ "port": p }),
+                        ServerNetwork::Network(u) => json!({ "uuid": u }),
+                        ServerNetwork::FixedIp { network, ip } => json!({ "uuid": network, "fixed_ip": ip }),
+                    })
+                    .collect(),
+            )
+        };
+        server.insert("networks".into(), networks);
+        if let Some(k) = &self.key_name {
+            server.insert("key_name".into(), json!(k));
+        }
+        if !self.security_groups.is_empty() {
+            let sgs: Vec<_> = self.security_groups.iter().map(|n| json!({ "name": n })).collect();
+            server.insert("security_groups".into(), json!(sgs));
+        }
+        if !self.metadata.is_empty() {
+            server.insert("metadata".into(), json!(self.metadata));
+        }
+        if !self.tags.is_empty() {
+            server.insert("tags".into(), json!(self.tags));
+        }
+        if let Some(data) = &self.user_data {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(data);
+            if encoded.len() > MAX_USER_DATA {
+                return Err(OpenStackError::Invalid(format!(
+                    "user_data for server {:?} is {} bytes base64-encoded; nova accepts at most {MAX_USER_DATA}",
+                    self.name,
+                    encoded.len()
+                )));
+            }
+            server.insert("user_data".into(), json!(encoded));
+        }
+        if let Some(az) = &self.availability_zone {
+            server.insert("availability_zone".into(), json!(az));
+        }
+        if let Some(h) = &self.hostname {
+            server.insert("hostname".into(), json!(h));
+        }
+        Ok(json!({ "server": server }))
+    }
+}
+
+/// Filters for [`Compute::list_servers`] (all given ones must match).
+#[derive(Debug, Clone, Default)]
+pub struct ServerFilter {
+    /// Servers carrying every one of these tags.
+    pub tags: Vec<String>,
+    /// Nova treats it as a regular expression.
+    pub name: Option<String>,
+}
+
+/// `GET /limits` absolute limits (`-1` = unlimited).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ComputeLimits {
+    pub max_total_instances: i64,
+    pub total_instances_used: i64,
+    pub max_total_cores: i64,
+    pub total_cores_used: i64,
+    #[serde(rename = "maxTotalRAMSize")]
+    pub max_total_ram_size: i64,
+    #[serde(rename = "totalRAMUsed")]
+    pub total_ram_used: i64,
+    pub max_total_keypairs: i64,
+    pub max_server_meta: i64,
+    pub max_server_groups: i64,
+    pub total_server_groups_used: i64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, rename_all = "camelCase")]
+pub struct VolumeAttachment {
+    pub id: Option<String>,
+    pub server_id: Option<String>,
+    pub volume_id: String,
+    pub device: Option<String>,
+}
+
+impl Compute {
+    /// `GET /flavors/detail` (with extra_specs).
+    pub async fn list_flavors(&self) -> Result<Vec<Flavor>, OpenStackError> {
+        self.session.list(S, "flavors/detail", Vec::new(), "flavors").await
+    }
+
+    /// The flavor with exactly this name (or id).
+    pub async fn find_flavor(&self, name_or_id: &str) -> Result<Flavor, OpenStackError> {
+        let flavors = self.list_flavors().await?;
+        if let Some(f) = flavors.iter().find(|f| f.name == name_or_id || f.id == name_or_id) {
+            return Ok(f.clone());
+        }
+        let mut names: Vec<&str> = flavors.iter().map(|f| f.name.as_str()).collect();
+        names.sort_unstable();
+        Err(OpenStackError::NoSuchName {
+            kind: "flavor",
+            name: name_or_id.to_owned(),
+            available: format!("; available: {}", names.join(", ")),
+        })
+    }
+
+    /// `GET /os-keypairs/{name}`; `None` if there is none.
+    pub async fn get_keypair(&self, name: &str) -> Result<Option<Keypair>, OpenStackError> {
+        let req = Request::get(S, format!("os-keypairs/{name}"));
+        optional(self.session.send(&req).await)?
+            .map(|r| r.json_at("keypair"))
+            .transpose()
+    }
+
+    /// `POST /os-keypairs` with a public key (OpenSSH format).
+    pub async fn import_keypair(&self, name: &str, public_key: &str) -> Result<Keypair, OpenStackError> {
+        let body = json!({ "keypair": { "name": name, "public_key": public_key.trim(), "type": "ssh" } });
+        self.session
+            .send(&Request::post(S, "os-keypairs", body))
+            .await?
+            .json_at("keypair")
+    }
+
+    /// `DELETE /os-keypairs/{name}`; Ok if it was already gone.
+    pub async fn delete_keypair(&self, name: &str) -> Result<(), OpenStackError> {
+        gone(self.session.send(&Request::delete(S, format!("os-keypairs/{name}"))).await)
+    }
+
+    /// `POST /servers`; returns the new server's id (the server is BUILD: poll with
+    /// [`Compute::list_servers`]). The admin password nova returns is dropped.
+    pub async fn create_server(&self, server: &ServerCreate) -> Result<String, OpenStackError> {
+        #[derive(Deserialize)]
+        struct Created {
+            id: String,
+        }
+        let created: Created = self
+            .session
+            .send(&Request::post(S, "servers", server.to_body()?))
+            .await?
+            .json_at("server")?;
+        Ok(created.id)
+    }
+
+    /// `GET /servers/detail?tags=...`: one call (plus pages of 1000) for all matching
+    /// servers, whatever their state.
+    pub async fn list_servers(&self, filter: &ServerFilter) -> Result<Vec<Server>, OpenStackError> {
+        let mut query = Vec::new();
+        if !filter.tags.is_empty() {
+            query.push(("tags".to_owned(), filter.tags.join(",")));
+        }
+        if let Some(n) = &filter.name {
+            query.push(("name".to_owned(), n.clone()));
+        }
+        self.session.list(S, "servers/detail", query, "servers").await
+    }
+
+    /// `GET /servers/{id}`; `None` if it does not exist (any more).
+    pub async fn get_server(&self, id: &str) -> Result<Option<Server>, OpenStackError> {
+        optional(self.session.send(&Request::get(S, format!("servers/{id}"))).await)?
+            .map(|r| r.json_at("server"))
+            .transpose()
+    }
+
+    /// `DELETE /servers/{id}` (retried while nova says the server is busy); Ok if it was
+    /// already gone. Deletion is asynchronous: the server lingers in `list_servers` for a
+    /// few seconds.
+    pub async fn delete_server(&self, id: &str) -> Result<(), OpenStackError> {
+        gone(
+            self.session
+                .send(&Request::delete(S, format!("servers/{id}")).retry_on_conflict())
+                .await,
+        )
+    }
+
+    /// `GET /limits` absolute limits of the project.
+    pub async fn limits(&self) -> Result<ComputeLimits, OpenStackError> {
+        #[derive(Deserialize)]
+        struct L {
+            absolute: ComputeLimits,
+        }
+        let l: L = self.session.send(&Request::get(S, "limits")).await?.json_at("limits")?;
+        Ok(l.absolute)
+    }
+
+    /// `GET /os-quota-sets/{project}/detail`: limit, in use, reserved per resource.
+    pub async fn quota_usage(&self, project_id: &str) -> Result<QuotaUsages, OpenStackError> {
+        let resp = self
+            .session
+            .send(&Request::get(S, format!("os-quota-sets/{project_id}/detail")))
+            .await?;
+        parse_quota_usages(&resp, "quota_set")
+    }
+
+    /// Admin: `PUT /os-quota-sets/{project}` with the given limits (`instances`, `cores`,
+    /// `ram`...); returns the project's limits after the change.
+    pub async fn set_quota(
+        &self,
+        project_id: &str,
+        limits: &BTreeMap<String, i64>,
+    ) -> Result<BTreeMap<String, serde_json::Value>, OpenStackError> {
+        let body = json!({ "quota_set": limits });
+        self.session
+            .send(&Request::put(S, format!("os-quota-sets/{project_id}"), body))
+            .await?
+            .json_at("quota_set")
+    }
+
+    /// `POST /servers/{id}/os-volume_attachments`.
+    pub async fn attach_volume(
+        &self,
+        server_id: &str,
+        volume_id: &str,
+        device: Option<&str>,
+    ) -> Result<VolumeAttachment, OpenStackError> {
+        let mut att = json!({ "volumeId": volume_id });
+        if let Some(d) = device {
+            att["device"] = json!(d);
+        }
+        self.session
+            .send(
+                &Request::post(
+                    S,
+                    format!("servers/{server_id}/os-volume_attachments"),
+                    json!({ "volumeAttachment": att }),
+                )
+                .retry_on_conflict(),
+            )
+            .await?
+            .json_at("volumeAttachment")
+    }
+
+    /// `GET /servers/{id}/os-volume_attachments`.
+    pub async fn list_volume_attachments(&self, server_id: &str) -> Result<Vec<VolumeAttachment>, OpenStackError> {
+        self.session
+            .list(
+                S,
+                &format!("servers/{server_id}/os-volume_attachments"),
+                Vec::new(),
+                "volumeAttachments",
+            )
+            .await
+    }
+
+    /// `DELETE /servers/{id}/os-volume_attachments/{volume}`; Ok if not attached.
+    pub async fn detach_volume(&self, server_id: &str, volume_id: &str) -> Result<(), OpenStackError> {
+        gone(
+            self.session
+                .send(
+                    &Request::delete(S, format!("servers/{server_id}/os-volume_attachments/{volume_id}"))
+                        .retry_on_conflict(),
+                )
+                .await,
+        )
+    }
+}
+
+/// 404 → `Ok(None)`.
+pub(crate) fn optional<T>(r: Result<T, OpenStackError>) -> Result<Option<T>, OpenStackError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(OpenStackError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// For deletes: 404 → `Ok(())`.
+pub(crate) fn gone<T>(r: Result<T, OpenStackError>) -> Result<(), OpenStackError> {
+    optional(r).map(|_| ())
+}

@@ -1,0 +1,788 @@
+//! Neutron (networking v2.0).
+//!
+//! Tags: neutron's standard-attr tags are not accepted in create bodies (only ports take
+//! them, and only where the optional `tag-ports-during-bulk-creation` extension is on), so
+//! every create with tags is `POST` then `PUT /v2.0/{resource}/{id}/tags` with the whole
+//! list; if tagging fails the fresh resource is deleted again so nothing untagged is left.
+//! Ports get their tags in the POST when the cloud advertises that extension (looked up once
+//! per client). Lists filter with `tags=a,b` (every tag must match).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::compute::{gone, optional};
+use super::error::OpenStackError;
+use super::http::{Request, Service, Session};
+use super::{parse_quota_usages, QuotaUsages};
+
+const S: Service = Service::Network;
+/// The extension that lets ports take `tags` in their create body.
+pub const PORT_TAGS_ON_CREATE: &str = "tag-ports-during-bulk-creation";
+
+#[derive(Clone)]
+pub struct Network {
+    pub(crate) session: Arc<Session>,
+}
+
+/// Neutron list filters (`?name=x&tags=a,b&device_id=...`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query(pub Vec<(String, String)>);
+
+impl Query {
+    pub fn new() -> Self {
+        Query::default()
+    }
+
+    pub fn name(self, name: &str) -> Self {
+        self.eq("name", name)
+    }
+
+    /// Resources carrying every one of these tags.
+    pub fn tags<S: AsRef<str>>(self, tags: &[S]) -> Self {
+        let joined = tags.iter().map(|t| t.as_ref()).collect::<Vec<_>>().join(",");
+        self.eq("tags", &joined)
+    }
+
+    pub fn eq(mut self, key: &str, value: &str) -> Self {
+        self.0.push((key.to_owned(), value.to_owned()));
+        self
+    }
+}
+
+/// Neutron resources that take tags, by their URL collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    Network,
+    Subnet,
+    Router,
+    SecurityGroup,
+    Port,
+    FloatingIp,
+}
+
+impl Resource {
+    pub fn collection(self) -> &'static str {
+        match self {
+            Resource::Network => "networks",
+            Resource::Subnet => "subnets",
+            Resource::Router => "routers",
+            Resource::SecurityGroup => "security-groups",
+            Resource::Port => "ports",
+            Resource::FloatingIp => "floatingips",
+        }
+    }
+
+    /// The key wrapping one resource in bodies.
+    pub fn member(self) -> &'static str {
+        match self {
+            Resource::Network => "network",
+            Resource::Subnet => "subnet",
+            Resource::Router => "router",
+            Resource::SecurityGroup => "security_group",
+            Resource::Port => "port",
+            Resource::FloatingIp => "floatingip",
+        }
+    }
+
+    /// The key wrapping a list in bodies.
+    pub fn list_key(self) -> &'static str {
+        match self {
+            Resource::SecurityGroup => "security_groups",
+            other => other.collection(),
+        }
+    }
+}
+
+/// Resources whose tags the client sets after creating them.
+pub trait Tagged {
+    fn id(&self) -> &str;
+    fn set_tags(&mut self, tags: Vec<String>);
+}
+
+macro_rules! tagged {
+    ($($t:ty),*) => {$(
+        impl Tagged for $t {
+            fn id(&self) -> &str { &self.id }
+            fn set_tags(&mut self, tags: Vec<String>) { self.tags = tags; }
+        }
+    )*};
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct NetworkInfo {
+    pub id: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub status: Option<String>,
+    pub admin_state_up: Option<bool>,
+    pub shared: bool,
+    #[serde(rename = "router:external")]
+    pub external: bool,
+    pub mtu: Option<u32>,
+    pub subnets: Vec<String>,
+    pub tags: Vec<String>,
+    pub project_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AllocationPool {
+    pub start: String,
+    pub end: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Subnet {
+    pub id: String,
+    pub name: String,
+    pub network_id: String,
+    pub cidr: String,
+    pub ip_version: u8,
+    pub gateway_ip: Option<String>,
+    pub enable_dhcp: bool,
+    pub dns_nameservers: Vec<String>,
+    pub allocation_pools: Vec<AllocationPool>,
+    pub tags: Vec<String>,
+    pub project_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FixedIp {
+    pub subnet_id: Option<String>,
+    pub ip_address: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ExternalGateway {
+    pub network_id: String,
+    pub enable_snat: Option<bool>,
+    pub external_fixed_ips: Vec<FixedIp>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Router {
+    pub id: String,
+    pub name: String,
+    pub status: Option<String>,
+    pub admin_state_up: Option<bool>,
+    pub external_gateway_info: Option<ExternalGateway>,
+    pub tags: Vec<String>,
+    pub project_id: Option<String>,
+}
+
+/// The answer of `add_router_interface` (a bare object, not wrapped).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RouterInterface {
+    /// The router's id.
+    pub id: String,
+    pub subnet_id: String,
+    pub subnet_ids: Vec<String>,
+    pub port_id: String,
+    pub network_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct SecurityGroupRule {
+    pub id: String,
+    pub security_group_id: String,
+    /// `ingress` or `egress`.
+    pub direction: String,
+    /// `IPv4` or `IPv6`.
+    pub ethertype: String,
+    pub protocol: Option<String>,
+    pub port_range_min: Option<u16>,
+    pub port_range_max: Option<u16>,
+    pub remote_ip_prefix: Option<String>,
+    pub remote_group_id: Option<String>,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct SecurityGroup {
+    pub id: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub security_group_rules: Vec<SecurityGroupRule>,
+    pub tags: Vec<String>,
+    pub stateful: Option<bool>,
+    pub project_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Port {
+    pub id: String,
+    pub name: String,
+    pub network_id: String,
+    pub device_id: String,
+    pub device_owner: String,
+    pub status: Option<String>,
+    pub mac_address: Option<String>,
+    pub fixed_ips: Vec<FixedIp>,
+    pub security_groups: Vec<String>,
+    pub port_security_enabled: Option<bool>,
+    pub admin_state_up: Option<bool>,
+    pub tags: Vec<String>,
+    pub project_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FloatingIp {
+    pub id: String,
+    pub floating_ip_address: String,
+    pub floating_network_id: String,
+    pub port_id: Option<String>,
+    pub fixed_ip_address: Option<String>,
+    pub router_id: Option<String>,
+    /// `ACTIVE`, `DOWN` (unassociated, or no L3 agent), `ERROR`.
+    pub status: Option<String>,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+    pub project_id: Option<String>,
+}
+
+tagged!(NetworkInfo, Subnet, Router, SecurityGroup, Port, FloatingIp);
+
+#[derive(Debug, Clone, Default)]
+pub struct NetworkCreate {
+    pub name: String,
+    pub description: Option<String>,
+    pub mtu: Option<u32>,
+    pub tags: Vec<String>,
+}
+
+/// A subnet's gateway.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Gateway {
+    /// Neutron picks the first address of the CIDR.
+    #[default]
+    Auto,
+    Ip(String),
+    /// No gateway (`gateway_ip: null`).
+    Disabled,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SubnetCreate {
+    pub name: String,
+    pub network_id: String,
+    pub cidr: String,
+    /// 4 unless set to 6.
+    pub ip_version: Option<u8>,
+    pub gateway: Gateway,
+    pub dns_nameservers: Vec<String>,
+    pub enable_dhcp: Option<bool>,
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RouterCreate {
+    pub name: String,
+    /// External network for the gateway (`external_gateway_info.network_id`).
+    pub external_network_id: Option<String>,
+    /// Usually admin-only by policy: leave `None`.
+    pub enable_snat: Option<bool>,
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SecurityGroupCreate {
+    pub name: String,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Direction {
+    #[default]
+    Ingress,
+    Egress,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EtherType {
+    #[default]
+    IPv4,
+    IPv6,
+}
+
+/// Who a rule admits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Remote {
+    /// Anyone (no remote set).
+    #[default]
+    Any,
+    /// A CIDR (`remote_ip_prefix`).
+    Cidr(String),
+    /// Members of a security group (`remote_group_id`).
+    Group(String),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RuleCreate {
+    pub security_group_id: String,
+    pub direction: Direction,
+    pub ethertype: EtherType,
+    /// `tcp`, `udp`, `icmp`, a number, or `None` for any.
+    pub protocol: Option<String>,
+    /// Inclusive port range (for ICMP: type and code).
+    pub port_range: Option<(u16, u16)>,
+    pub remote: Remote,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PortCreate {
+    pub name: String,
+    pub network_id: String,
+    /// Subnet (and optionally address) per fixed IP; empty lets neutron choose.
+    pub fixed_ips: Vec<FixedIp>,
+    /// Security group ids; `None` gives the project's `default` group.
+    pub security_groups: Option<Vec<String>>,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FloatingIpCreate {
+    pub floating_network_id: String,
+    pub port_id: Option<String>,
+    pub fixed_ip_address: Option<String>,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+}
+
+fn opt_insert(m: &mut serde_json::Map<String, serde_json::Value>, key: &str, v: &Option<impl serde::Serialize>) {
+    if let Some(v) = v {
+        m.insert(key.into(), json!(v));
+    }
+}
+
+impl SubnetCreate {
+    pub fn to_body(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        m.insert("name".into(), json!(self.name));
+        m.insert("network_id".into(), json!(self.network_id));
+        m.insert("cidr".into(), json!(self.cidr));
+        m.insert("ip_version".into(), json!(self.ip_version.unwrap_or(4)));
+        match &self.gateway {
+            Gateway::Auto => {}
+            Gateway::Ip(ip) => {
+                m.insert("gateway_ip".into(), json!(ip));
+            }
+            Gateway::Disabled => {
+                m.insert("gateway_ip".into(), serde_json::Value::Null);
+            }
+        }
+        if !self.dns_nameservers.is_empty() {
+            m.insert("dns_nameservers".into(), json!(self.dns_nameservers));
+        }
+        opt_insert(&mut m, "enable_dhcp", &self.enable_dhcp);
+        json!({ "subnet": m })
+    }
+}
+
+impl RuleCreate {
+    pub fn to_body(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        m.insert("security_group_id".into(), json!(self.security_group_id));
+        m.insert(
+            "direction".into(),
+            json!(match self.direction {
+                Direction::Ingress => "ingress",
+                Direction::Egress => "egress",
+            }),
+        );
+        m.insert(
+            "ethertype".into(),
+            json!(match self.ethertype {
+                EtherType::IPv4 => "IPv4",
+                EtherType::IPv6 => "IPv6",
+            }),
+        );
+        opt_insert(&mut m, "protocol", &self.protocol);
+        if let Some((min, max)) = self.port_range {
+            m.insert("port_range_min".into(), json!(min));
+            m.insert("port_range_max".into(), json!(max));
+        }
+        match &self.remote {
+            Remote::Any => {}
+            Remote::Cidr(c) => {
+                m.insert("remote_ip_prefix".into(), json!(c));
+            }
+            Remote::Group(g) => {
+                m.insert("remote_group_id".into(), json!(g));
+            }
+        }
+        opt_insert(&mut m, "description", &self.description);
+        json!({ "security_group_rule": m })
+    }
+}
+
+impl PortCreate {
+    pub fn to_body(&self, tags_in_body: bool) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        m.insert("name".into(), json!(self.name));
+        m.insert("network_id".into(), json!(self.network_id));
+        if !self.fixed_ips.is_empty() {
+            let ips: Vec<_> = self
+                .fixed_ips
+                .iter()
+                .map(|f| {
+                    let mut o = serde_json::Map::new();
+                    opt_insert(&mut o, "subnet_id", &f.subnet_id);
+                    opt_insert(&mut o, "ip_address", &f.ip_address);
+                    serde_json::Value::Object(o)
+                })
+                .collect();
+            m.insert("fixed_ips".into(), json!(ips));
+        }
+        opt_insert(&mut m, "security_groups", &self.security_groups);
+        opt_insert(&mut m, "description", &self.description);
+        if tags_in_body && !self.tags.is_empty() {
+            m.insert("tags".into(), json!(self.tags));
+        }
+        json!({ "port": m })
+    }
+}
+
+/// Neutron quota usage: `used` is read into [`super::QuotaUsage::in_use`].
+pub type NetworkQuotaUsages = QuotaUsages;
+
+impl Network {
+    async fn list<T: DeserializeOwned>(&self, r: Resource, q: &Query) -> Result<Vec<T>, OpenStackError> {
+        self.session.list(S, r.collection(), q.0.clone(), r.list_key()).await
+    }
+
+    async fn get<T: DeserializeOwned>(&self, r: Resource, id: &str) -> Result<Option<T>, OpenStackError> {
+        optional(self.session.send(&Request::get(S, format!("{}/{id}", r.collection()))).await)?
+            .map(|resp| resp.json_at(r.member()))
+            .transpose()
+    }
+
+    /// `DELETE`, retried while neutron says the resource is in use (409: e.g. ports still
+    /// being released); Ok if it was already gone.
+    async fn delete(&self, r: Resource, id: &str) -> Result<(), OpenStackError> {
+        gone(
+            self.session
+                .send(&Request::delete(S, format!("{}/{id}", r.collection())).retry_on_conflict())
+                .await,
+        )
+    }
+
+    /// POST, then tags with PUT unless they went in the body; on a tagging failure the new
+    /// resource is deleted again (best effort) and the tagging error returned.
+    async fn create<T: DeserializeOwned + Tagged>(
+        &self,
+        r: Resource,
+        body: serde_json::Value,
+        tags: &[String],
+        tags_in_body: bool,
+    ) -> Result<T, OpenStackError> {
+        let mut created: T = self
+            .session
+            .send(&Request::post(S, r.collection(), body))
+            .await?
+            .json_at(r.member())?;
+        if !tags.is_empty() && !tags_in_body {
+            match self.set_tags(r, created.id(), tags).await {
+                Ok(t) => created.set_tags(t),
+                Err(e) => {
+                    let _ = self.delete(r, created.id()).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(created)
+    }
+
+    /// `PUT /v2.0/{resource}/{id}/tags`: replaces all tags; returns them.
+    pub async fn set_tags(&self, r: Resource, id: &str, tags: &[String]) -> Result<Vec<String>, OpenStackError> {
+        self.session
+            .send(&Request::put(
+                S,
+                format!("{}/{id}/tags", r.collection()),
+                json!({ "tags": tags }),
+            ))
+            .await?
+            .json_at("tags")
+    }
+
+    /// Aliases of the cloud's neutron extensions (one `GET /v2.0/extensions` per client).
+    pub async fn extensions(&self) -> Result<&[String], OpenStackError> {
+        #[derive(Deserialize)]
+        struct Ext {
+            alias: String,
+        }
+        let list = self
+            .session
+            .neutron_extensions
+            .get_or_try_init(|| async {
+                let exts: Vec<Ext> = self.session.list(S, "extensions", Vec::new(), "extensions").await?;
+                Ok::<_, OpenStackError>(exts.into_iter().map(|e| e.alias).collect())
+            })
+            .await?;
+        Ok(list.as_slice())
+    }
+
+    pub async fn has_extension(&self, alias: &str) -> Result<bool, OpenStackError> {
+        Ok(self.extensions().await?.iter().any(|a| a == alias))
+    }
+
+    // --- networks
+
+    pub async fn list_networks(&self, q: &Query) -> Result<Vec<NetworkInfo>, OpenStackError> {
+        self.list(Resource::Network, q).await
+    }
+
+    /// Networks with `router:external` (floating-IP pools).
+    pub async fn list_external_networks(&self) -> Result<Vec<NetworkInfo>, OpenStackError> {
+        self.list_networks(&Query::new().eq("router:external", "true")).await
+    }
+
+    /// The one network visible to the project with this name (own, shared or external).
+    pub async fn find_network(&self, name: &str) -> Result<NetworkInfo, OpenStackError> {
+        let found = self.list_networks(&Query::new().name(name)).await?;
+        match found.len() {
+            1 => Ok(found.into_iter().next().unwrap_or_default()),
+            0 => {
+                let external = self.list_external_networks().await.unwrap_or_default();
+                let names: Vec<&str> = external.iter().map(|n| n.name.as_str()).collect();
+                Err(OpenStackError::NoSuchName {
+                    kind: "network",
+                    name: name.to_owned(),
+                    available: if names.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; external networks: {}", names.join(", "))
+                    },
+                })
+            }
+            _ => Err(OpenStackError::Ambiguous {
+                kind: "network",
+                name: name.to_owned(),
+                candidates: found.iter().map(|n| n.id.as_str()).collect::<Vec<_>>().join(", "),
+            }),
+        }
+    }
+
+    pub async fn get_network(&self, id: &str) -> Result<Option<NetworkInfo>, OpenStackError> {
+        self.get(Resource::Network, id).await
+    }
+
+    pub async fn create_network(&self, n: &NetworkCreate) -> Result<NetworkInfo, OpenStackError> {
+        let mut m = serde_json::Map::new();
+        m.insert("name".into(), json!(n.name));
+        opt_insert(&mut m, "description", &n.description);
+        opt_insert(&mut m, "mtu", &n.mtu);
+        self.create(Resource::Network, json!({ "network": m }), &n.tags, false)
+            .await
+    }
+
+    pub async fn delete_network(&self, id: &str) -> Result<(), OpenStackError> {
+        self.delete(Resource::Network, id).await
+    }
+
+    // --- subnets
+
+    pub async fn list_subnets(&self, q: &Query) -> Result<Vec<Subnet>, OpenStackError> {
+        self.list(Resource::Subnet, q).await
+    }
+
+    pub async fn create_subnet(&self, s: &SubnetCreate) -> Result<Subnet, OpenStackError> {
+        self.create(Resource::Subnet, s.to_body(), &s.tags, false).await
+    }
+
+    pub async fn delete_subnet(&self, id: &str) -> Result<(), OpenStackError> {
+        self.delete(Resource::Subnet, id).await
+    }
+
+    // --- routers
+
+    pub async fn list_routers(&self, q: &Query) -> Result<Vec<Router>, OpenStackError> {
+        self.list(Resource::Router, q).await
+    }
+
+    pub async fn get_router(&self, id: &str) -> Result<Option<Router>, OpenStackError> {
+        self.get(Resource::Router, id).await
+    }
+
+    pub async fn create_router(&self, r: &RouterCreate) -> Result<Router, OpenStackError> {
+        let mut m = serde_json::Map::new();
+        m.insert("name".into(), json!(r.name));
+        if let Some(net) = &r.external_network_id {
+            let mut gw = serde_json::Map::new();
+            gw.insert("network_id".into(), json!(net));
+            opt_insert(&mut gw, "enable_snat", &r.enable_snat);
+            m.insert("external_gateway_info".into(), serde_json::Value::Object(gw));
+        }
+        self.create(Resource::Router, json!({ "router": m }), &r.tags, false)
+            .await
+    }
+
+    /// `PUT /routers/{id}/add_router_interface` with a subnet.
+    pub async fn add_router_interface(&self, router_id: &str, subnet_id: &str) -> Result<RouterInterface, OpenStackError> {
+        self.session
+            .send(
+                &Request::put(
+                    S,
+                    format!("routers/{router_id}/add_router_interface"),
+                    json!({ "subnet_id": subnet_id }),
+                )
+                .retry_on_conflict(),
+            )
+            .await?
+            .json()
+    }
+
+    /// `PUT /routers/{id}/remove_router_interface`; Ok if the interface (or router) is gone.
+    pub async fn remove_router_interface(&self, router_id: &str, subnet_id: &str) -> Result<(), OpenStackError> {
+        gone(
+            self.session
+                .send(
+                    &Request::put(
+                        S,
+                        format!("routers/{router_id}/remove_router_interface"),
+                        json!({ "subnet_id": subnet_id }),
+                    )
+                    .retry_on_conflict(),
+                )
+                .await,
+        )
+    }
+
+    pub async fn delete_router(&self, id: &str) -> Result<(), OpenStackError> {
+        self.delete(Resource::Router, id).await
+    }
+
+    // --- security groups
+
+    pub async fn list_security_groups(&self, q: &Query) -> Result<Vec<SecurityGroup>, OpenStackError> {
+        self.list(Resource::SecurityGroup, q).await
+    }
+
+    /// Creates the group (neutron adds its default egress rules).
+    pub async fn create_security_group(&self, g: &SecurityGroupCreate) -> Result<SecurityGroup, OpenStackError> {
+        let mut m = serde_json::Map::new();
+        m.insert("name".into(), json!(g.name));
+        m.insert("description".into(), json!(g.description.clone().unwrap_or_default()));
+        self.create(Resource::SecurityGroup, json!({ "security_group": m }), &g.tags, false)
+            .await
+    }
+
+    /// A rule. An identical existing rule is a 409 ([`OpenStackError::is_conflict`]).
+    pub async fn create_security_group_rule(&self, r: &RuleCreate) -> Result<SecurityGroupRule, OpenStackError> {
+        self.session
+            .send(&Request::post(S, "security-group-rules", r.to_body()))
+            .await?
+            .json_at("security_group_rule")
+    }
+
+    pub async fn delete_security_group_rule(&self, id: &str) -> Result<(), OpenStackError> {
+        gone(
+            self.session
+                .send(&Request::delete(S, format!("security-group-rules/{id}")))
+                .await,
+        )
+    }
+
+    pub async fn delete_security_group(&self, id: &str) -> Result<(), OpenStackError> {
+        self.delete(Resource::SecurityGroup, id).await
+    }
+
+    // --- ports
+
+    pub async fn list_ports(&self, q: &Query) -> Result<Vec<Port>, OpenStackError> {
+        self.list(Resource::Port, q).await
+    }
+
+    /// Ports of a device (a server's id, a router's id).
+    pub async fn list_ports_by_device(&self, device_id: &str) -> Result<Vec<Port>, OpenStackError> {
+        self.list_ports(&Query::new().eq("device_id", device_id)).await
+    }
+
+    pub async fn get_port(&self, id: &str) -> Result<Option<Port>, OpenStackError> {
+        self.get(Resource::Port, id).await
+    }
+
+    pub async fn create_port(&self, p: &PortCreate) -> Result<Port, OpenStackError> {
+        let in_body = !p.tags.is_empty() && self.has_extension(PORT_TAGS_ON_CREATE).await?;
+        self.create(Resource::Port, p.to_body(in_body), &p.tags, in_body)
+            .await
+    }
+
+    pub async fn delete_port(&self, id: &str) -> Result<(), OpenStackError> {
+        self.delete(Resource::Port, id).await
+    }
+
+    // --- floating IPs
+
+    pub async fn list_floating_ips(&self, q: &Query) -> Result<Vec<FloatingIp>, OpenStackError> {
+        self.list(Resource::FloatingIp, q).await
+    }
+
+    pub async fn list_floating_ips_by_port(&self, port_id: &str) -> Result<Vec<FloatingIp>, OpenStackError> {
+        self.list_floating_ips(&Query::new().eq("port_id", port_id)).await
+    }
+
+    pub async fn create_floating_ip(&self, f: &FloatingIpCreate) -> Result<FloatingIp, OpenStackError> {
+        let mut m = serde_json::Map::new();
+        m.insert("floating_network_id".into(), json!(f.floating_network_id));
+        opt_insert(&mut m, "port_id", &f.port_id);
+        opt_insert(&mut m, "fixed_ip_address", &f.fixed_ip_address);
+        opt_insert(&mut m, "description", &f.description);
+        self.create(Resource::FloatingIp, json!({ "floatingip": m }), &f.tags, false)
+            .await
+    }
+
+    /// Associates the floating IP with a port (`Some`) or dissociates it (`None`).
+    pub async fn set_floating_ip_port(&self, id: &str, port_id: Option<&str>) -> Result<FloatingIp, OpenStackError> {
+        self.session
+            .send(
+                &Request::put(
+                    S,
+                    format!("floatingips/{id}"),
+                    json!({ "floatingip": { "port_id": port_id } }),
+                )
+                .retry_on_conflict(),
+            )
+            .await?
+            .json_at("floatingip")
+    }
+
+    pub async fn delete_floating_ip(&self, id: &str) -> Result<(), OpenStackError> {
+        self.delete(Resource::FloatingIp, id).await
+    }
+
+    // --- quotas
+
+    /// `GET /v2.0/quotas/{project}/details.json`: limit, used, reserved per resource.
+    pub async fn quota_usage(&self, project_id: &str) -> Result<NetworkQuotaUsages, OpenStackError> {
+        let resp = self
+            .session
+            .send(&Request::get(S, format!("quotas/{project_id}/details.json")))
+            .await?;
+        parse_quota_usages(&resp, "quota")
+    }
+
+    /// `GET /v2.0/quotas/{project}`: the limits only.
+    pub async fn quota_limits(&self, project_id: &str) -> Result<BTreeMap<String, i64>, OpenStackError> {
+        self.session
+            .send(&Request::get(S, format!("quotas/{project_id}")))
+            .await?
+            .json_at("quota")
+    }
+}

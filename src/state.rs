@@ -1,0 +1,270 @@
+//! The cluster's local folder: resource ids, addresses, the cluster's SSH key pair.
+//!
+//! Written atomically (temp file + rename) after every step, locked against a second `up`.
+//! Losing it is not fatal: the cloud-side tag finds every resource again; only the key pair
+//! (and so SSH access to existing nodes) is lost with it.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use fs4::fs_std::FileExt;
+use serde::{Deserialize, Serialize};
+
+use crate::plan::Kind;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("{action} {path}: {source}")]
+    Io { action: &'static str, path: PathBuf, source: io::Error },
+    #[error("{path} is not a valid state file ({source}); move it away and run the command again: the cloud-side tags find the resources")]
+    Corrupt { path: PathBuf, source: serde_json::Error },
+    #[error("another hvd-cluster command is changing cluster `{cluster}` ({holder}); wait for it or stop it")]
+    Locked { cluster: String, holder: String },
+    #[error("ssh-keygen failed to make the cluster key at {path}: {detail}")]
+    Keygen { path: PathBuf, detail: String },
+}
+
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StateError + 'a {
+    move |source| StateError::Io { action, path: path.to_path_buf(), source }
+}
+
+/// One resource the cluster owns, as last seen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resource {
+    pub kind: Kind,
+    pub id: String,
+}
+
+/// A node's addresses, for SSH and the hostfile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Node {
+    pub name: String,
+    pub role: String,
+    pub private_ip: Option<String>,
+    pub public_ip: Option<String>,
+    pub slots: u32,
+    #[serde(default)]
+    pub gpus: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ClusterState {
+    pub cluster: String,
+    /// The clouds.yaml entry used, so `down --cluster NAME` needs no profile.
+    #[serde(default)]
+    pub cloud: Option<String>,
+    /// Resources by name.
+    #[serde(default)]
+    pub resources: BTreeMap<String, Resource>,
+    #[serde(default)]
+    pub highest_worker_index: u32,
+    #[serde(default)]
+    pub nodes: Vec<Node>,
+    #[serde(default)]
+    pub updated_at: Option<String>,
+}
+
+/// Where every cluster's folder lives: `$HVD_CLUSTER_STATE_DIR`, else
+/// `$XDG_STATE_HOME/hvd-cluster`, else `~/.local/state/hvd-cluster`.
+pub fn default_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("HVD_CLUSTER_STATE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME") {
+        return PathBuf::from(dir).join("hvd-cluster");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
+    home.join(".local/state/hvd-cluster")
+}
+
+/// One cluster's folder (mode 0700).
+#[derive(Debug, Clone)]
+pub struct ClusterDir {
+    pub path: PathBuf,
+    pub cluster: String,
+}
+
+impl ClusterDir {
+    pub fn open(root: &Path, cluster: &str) -> Result<ClusterDir, StateError> {
+        let path = root.join(cluster);
+        fs::create_dir_all(&path).map_err(io_err("cannot create", &path))?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).map_err(io_err("cannot protect", &path))?;
+        Ok(ClusterDir { path, cluster: cluster.to_string() })
+    }
+
+    pub fn state_file(&self) -> PathBuf {
+        self.path.join("state.json")
+    }
+    pub fn private_key(&self) -> PathBuf {
+        self.path.join("id_ed25519")
+    }
+    pub fn public_key_file(&self) -> PathBuf {
+        self.path.join("id_ed25519.pub")
+    }
+
+    /// The saved state, or an empty one when there is none yet.
+    pub fn load(&self) -> Result<ClusterState, StateError> {
+        let path = self.state_file();
+        let mut text = String::new();
+        match File::open(&path) {
+            Ok(mut f) => f.read_to_string(&mut text).map_err(io_err("cannot read", &path))?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(ClusterState { cluster: self.cluster.clone(), ..ClusterState::default() })
+            }
+            Err(e) => return Err(io_err("cannot read", &path)(e)),
+        };
+        serde_json::from_str(&text).map_err(|source| StateError::Corrupt { path, source })
+    }
+
+    /// Replaces the state file atomically: a reader sees the old or the new file, never half.
+    pub fn save(&self, state: &ClusterState) -> Result<(), StateError> {
+        let mut state = state.clone();
+        state.updated_at = Some(chrono::Utc::now().to_rfc3339());
+        let body = serde_json::to_vec_pretty(&state).map_err(|e| StateError::Io {
+            action: "cannot encode",
+            path: self.state_file(),
+            source: io::Error::other(e),
+        })?;
+        write_atomic(&self.state_file(), &body, 0o600)
+    }
+
+    /// Takes the cluster's lock for the life of the returned guard; fails at once if held.
+    pub fn lock(&self) -> Result<LockGuard, StateError> {
+        let path = self.path.join("lock");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io_err("cannot open", &path))?;
+        match FileExt::try_lock_exclusive(&file) {
+            Ok(true) => {}
+            Ok(false) => {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                let holder = if holder.trim().is_empty() { "pid unknown".to_string() } else { format!("pid {}", holder.trim()) };
+                return Err(StateError::Locked { cluster: self.cluster.clone(), holder });
+            }
+            Err(e) => return Err(io_err("cannot lock", &path)(e)),
+        }
+        file.set_len(0).map_err(io_err("cannot write", &path))?;
+        write!(file, "{}", std::process::id()).map_err(io_err("cannot write", &path))?;
+        Ok(LockGuard { _file: file })
+    }
+
+    /// The cluster's SSH key pair, generated on first use; returns the public key line.
+    pub fn ensure_keypair(&self) -> Result<String, StateError> {
+        let key = self.private_key();
+        if !key.exists() {
+            let out = std::process::Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C"])
+                .arg(format!("hvd-cluster-{}", self.cluster))
+                .arg("-f")
+                .arg(&key)
+                .output()
+                .map_err(|e| StateError::Keygen { path: key.clone(), detail: e.to_string() })?;
+            if !out.status.success() {
+                return Err(StateError::Keygen {
+                    path: key.clone(),
+                    detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+                });
+            }
+        }
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).map_err(io_err("cannot protect", &key))?;
+        let public = fs::read_to_string(self.public_key_file()).map_err(io_err("cannot read", &self.public_key_file()))?;
+        Ok(public.trim().to_string())
+    }
+
+    /// Removes the folder after `down` (keys included: the nodes are gone).
+    pub fn remove(self) -> Result<(), StateError> {
+        match fs::remove_dir_all(&self.path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err("cannot remove", &self.path)(e)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Holds the cluster lock until dropped (the OS releases it if the process dies).
+#[derive(Debug)]
+pub struct LockGuard {
+    _file: File,
+}
+
+/// Writes `body` to `path` through a temp file in the same folder, fsynced, then renamed.
+pub fn write_atomic(path: &Path, body: &[u8], mode: u32) -> Result<(), StateError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(io_err("cannot create", &tmp))?;
+    f.write_all(body).map_err(io_err("cannot write", &tmp))?;
+    f.sync_all().map_err(io_err("cannot sync", &tmp))?;
+    fs::rename(&tmp, path).map_err(io_err("cannot replace", path))?;
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn save_load_round_trip_and_permissions() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = ClusterDir::open(root.path(), "demo").unwrap();
+        assert_eq!(dir.load().unwrap().cluster, "demo");
+        let mut s = dir.load().unwrap();
+        s.resources.insert("demo-net".into(), Resource { kind: Kind::Network, id: "n1".into() });
+        s.highest_worker_index = 4;
+        dir.save(&s).unwrap();
+        let back = dir.load().unwrap();
+        assert_eq!(back.resources, s.resources);
+        assert_eq!(back.highest_worker_index, 4);
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir.path), 0o700);
+        assert_eq!(mode(&dir.state_file()), 0o600);
+    }
+
+    #[test]
+    fn corrupt_state_says_what_to_do() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = ClusterDir::open(root.path(), "demo").unwrap();
+        fs::write(dir.state_file(), "{not json").unwrap();
+        let e = dir.load().unwrap_err().to_string();
+        assert!(e.contains("not a valid state file") && e.contains("tags find"), "{e}");
+    }
+
+    #[test]
+    fn second_lock_fails_while_first_is_held() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = ClusterDir::open(root.path(), "demo").unwrap();
+        let guard = dir.lock().unwrap();
+        let e = dir.lock().unwrap_err();
+        assert!(matches!(e, StateError::Locked { .. }), "{e}");
+        assert!(e.to_string().contains(&format!("pid {}", std::process::id())), "{e}");
+        drop(guard);
+        assert!(dir.lock().is_ok());
+    }
+
+    #[test]
+    fn keypair_is_private() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = ClusterDir::open(root.path(), "demo").unwrap();
+        let public = dir.ensure_keypair().unwrap();
+        assert!(public.starts_with("ssh-ed25519 "), "{public}");
+        assert_eq!(fs::metadata(dir.private_key()).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(dir.ensure_keypair().unwrap(), public, "second call keeps the key");
+    }
+}
