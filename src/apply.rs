@@ -16,9 +16,16 @@ use crate::state::{ClusterDir, ClusterState, Resource, StateError};
 /// A cloud (or the local Docker engine) as seen by the apply engine.
 pub trait Provider: Sync {
     /// Every resource of the cluster, found by its tag (or name where the cloud has no tags).
-    fn observe(&self, cluster: &str) -> impl Future<Output = Result<Vec<Observed>, ProviderError>> + Send;
+    fn observe(
+        &self,
+        cluster: &str,
+    ) -> impl Future<Output = Result<Vec<Observed>, ProviderError>> + Send;
     /// The current state of every resource of one kind: one list call, for polling.
-    fn poll(&self, cluster: &str, kind: Kind) -> impl Future<Output = Result<Vec<Observed>, ProviderError>> + Send;
+    fn poll(
+        &self,
+        cluster: &str,
+        kind: Kind,
+    ) -> impl Future<Output = Result<Vec<Observed>, ProviderError>> + Send;
     /// Creates one resource; `ids` holds the ids of everything created before it, by name.
     fn create(
         &self,
@@ -44,13 +51,22 @@ pub enum ProviderError {
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     #[error("{action} {kind} {name}: {source}")]
-    Step { action: &'static str, kind: Kind, name: String, source: ProviderError },
+    Step {
+        action: &'static str,
+        kind: Kind,
+        name: String,
+        source: ProviderError,
+    },
     #[error("observing the cluster: {0}")]
     Observe(ProviderError),
     #[error("timed out after {secs}s waiting for {what}")]
     Timeout { what: String, secs: u64 },
     #[error("{kind} {name} failed: {reason}")]
-    Failed { kind: Kind, name: String, reason: String },
+    Failed {
+        kind: Kind,
+        name: String,
+        reason: String,
+    },
     #[error(transparent)]
     State(#[from] StateError),
 }
@@ -62,8 +78,9 @@ pub struct Deadlines {
     pub share_available: Duration,
     pub deleted: Duration,
     pub tick: Duration,
-    /// How many times a server that lands in ERROR is deleted and created again.
-    pub server_retries: u32,
+    /// How many times a resource that fails while being made (a server in ERROR, a share
+    /// left without its access rule) is deleted and created again.
+    pub recreate_retries: u32,
     /// Most concurrent calls inside one level.
     pub parallel: usize,
 }
@@ -75,7 +92,7 @@ impl Default for Deadlines {
             share_available: Duration::from_secs(300),
             deleted: Duration::from_secs(300),
             tick: Duration::from_secs(2),
-            server_retries: 2,
+            recreate_retries: 2,
             parallel: 8,
         }
     }
@@ -83,7 +100,10 @@ impl Default for Deadlines {
 
 /// Kinds whose creation is asynchronous in the cloud and must be waited for.
 fn waits_for_ready(kind: Kind) -> bool {
-    matches!(kind, Kind::Server | Kind::Share | Kind::Volume | Kind::VolumeAttachment)
+    matches!(
+        kind,
+        Kind::Server | Kind::Share | Kind::Volume | Kind::VolumeAttachment
+    )
 }
 
 pub struct Applier<'a, P: Provider> {
@@ -95,8 +115,19 @@ pub struct Applier<'a, P: Provider> {
 }
 
 impl<'a, P: Provider> Applier<'a, P> {
-    pub fn new(provider: &'a P, dir: &'a ClusterDir, progress: &'a Progress, state: ClusterState) -> Self {
-        Applier { provider, dir, progress, deadlines: Deadlines::default(), state: Mutex::new(state) }
+    pub fn new(
+        provider: &'a P,
+        dir: &'a ClusterDir,
+        progress: &'a Progress,
+        state: ClusterState,
+    ) -> Self {
+        Applier {
+            provider,
+            dir,
+            progress,
+            deadlines: Deadlines::default(),
+            state: Mutex::new(state),
+        }
     }
 
     pub fn state(&self) -> ClusterState {
@@ -106,25 +137,48 @@ impl<'a, P: Provider> Applier<'a, P> {
     /// Observes the cluster and folds what was found into the local state.
     pub async fn observe(&self) -> Result<Observation, ApplyError> {
         let cluster = self.dir.cluster.clone();
-        let resources = self.provider.observe(&cluster).await.map_err(ApplyError::Observe)?;
+        let resources = self
+            .provider
+            .observe(&cluster)
+            .await
+            .map_err(ApplyError::Observe)?;
         let highest = {
             let mut st = self.lock_state();
-            st.resources.retain(|name, r| resources.iter().any(|o| &o.name == name && o.kind == r.kind));
+            st.resources.retain(|name, r| {
+                resources
+                    .iter()
+                    .any(|o| &o.name == name && o.kind == r.kind)
+            });
             for o in &resources {
-                st.resources.insert(o.name.clone(), Resource { kind: o.kind, id: o.id.clone() });
+                st.resources.insert(
+                    o.name.clone(),
+                    Resource {
+                        kind: o.kind,
+                        id: o.id.clone(),
+                    },
+                );
             }
             let names = crate::plan::Names(&cluster);
-            let seen = resources.iter().filter_map(|o| names.worker_index(&o.name)).max().unwrap_or(0);
+            let seen = resources
+                .iter()
+                .filter_map(|o| names.worker_index(&o.name))
+                .max()
+                .unwrap_or(0);
             st.highest_worker_index = st.highest_worker_index.max(seen);
             st.highest_worker_index
         };
         self.save()?;
-        Ok(Observation { resources, highest_worker_index: highest })
+        Ok(Observation {
+            resources,
+            highest_worker_index: highest,
+        })
     }
 
     fn lock_state(&self) -> std::sync::MutexGuard<'_, ClusterState> {
         // A panic while holding the lock would poison it; the data is still the best we have.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn save(&self) -> Result<(), StateError> {
@@ -137,7 +191,13 @@ impl<'a, P: Provider> Applier<'a, P> {
             let mut st = self.lock_state();
             match id {
                 Some(id) => {
-                    st.resources.insert(name.to_string(), Resource { kind, id: id.to_string() });
+                    st.resources.insert(
+                        name.to_string(),
+                        Resource {
+                            kind,
+                            id: id.to_string(),
+                        },
+                    );
                     if let Some(i) = crate::plan::Names(&st.cluster.clone()).worker_index(name) {
                         st.highest_worker_index = st.highest_worker_index.max(i);
                     }
@@ -151,7 +211,11 @@ impl<'a, P: Provider> Applier<'a, P> {
     }
 
     fn ids(&self) -> BTreeMap<String, String> {
-        self.lock_state().resources.iter().map(|(n, r)| (n.clone(), r.id.clone())).collect()
+        self.lock_state()
+            .resources
+            .iter()
+            .map(|(n, r)| (n.clone(), r.id.clone()))
+            .collect()
     }
 
     /// Runs the plan to the end. Returns the number of changes made.
@@ -161,7 +225,10 @@ impl<'a, P: Provider> Applier<'a, P> {
         let deletions = plan.deletions();
         let mut by_level: BTreeMap<std::cmp::Reverse<u8>, Vec<&Observed>> = BTreeMap::new();
         for old in deletions {
-            by_level.entry(std::cmp::Reverse(old.kind.level())).or_default().push(old);
+            by_level
+                .entry(std::cmp::Reverse(old.kind.level()))
+                .or_default()
+                .push(old);
         }
         for (_, level) in by_level {
             changes += level.len();
@@ -171,16 +238,31 @@ impl<'a, P: Provider> Applier<'a, P> {
         // Resources kept but still building are waited for with their level.
         let mut pending: BTreeMap<u8, Vec<Desired>> = BTreeMap::new();
         for a in &plan.actions {
-            if let crate::plan::Action::Keep { desired, pending: true, .. } = a {
-                pending.entry(desired.kind().level()).or_default().push(desired.clone());
+            if let crate::plan::Action::Keep {
+                desired,
+                pending: true,
+                ..
+            } = a
+            {
+                pending
+                    .entry(desired.kind().level())
+                    .or_default()
+                    .push(desired.clone());
             }
         }
         let levels = plan.creation_levels();
-        let all_levels: BTreeSet<u8> =
-            levels.iter().filter_map(|l| l.first().map(|d| d.kind().level())).chain(pending.keys().copied()).collect();
+        let all_levels: BTreeSet<u8> = levels
+            .iter()
+            .filter_map(|l| l.first().map(|d| d.kind().level()))
+            .chain(pending.keys().copied())
+            .collect();
         for level in all_levels {
-            let create: Vec<&Desired> =
-                levels.iter().flatten().filter(|d| d.kind().level() == level).copied().collect();
+            let create: Vec<&Desired> = levels
+                .iter()
+                .flatten()
+                .filter(|d| d.kind().level() == level)
+                .copied()
+                .collect();
             changes += create.len();
             let waiting = pending.remove(&level).unwrap_or_default();
             self.create_level(&create, &waiting).await?;
@@ -188,7 +270,11 @@ impl<'a, P: Provider> Applier<'a, P> {
         Ok(changes)
     }
 
-    async fn create_level(&self, create: &[&Desired], pending: &[Desired]) -> Result<(), ApplyError> {
+    async fn create_level(
+        &self,
+        create: &[&Desired],
+        pending: &[Desired],
+    ) -> Result<(), ApplyError> {
         let cluster = self.dir.cluster.clone();
         let ids = self.ids();
         stream::iter(create.iter().map(|d| {
@@ -196,12 +282,16 @@ impl<'a, P: Provider> Applier<'a, P> {
             let cluster = &cluster;
             async move {
                 let started = Instant::now();
-                let id = self.provider.create(cluster, d, ids).await.map_err(|source| ApplyError::Step {
-                    action: "creating",
-                    kind: d.kind(),
-                    name: d.name.clone(),
-                    source,
-                })?;
+                let id = self
+                    .provider
+                    .create(cluster, d, ids)
+                    .await
+                    .map_err(|source| ApplyError::Step {
+                        action: "creating",
+                        kind: d.kind(),
+                        name: d.name.clone(),
+                        source,
+                    })?;
                 self.record(&d.name, d.kind(), Some(&id))?;
                 self.progress.line(format!(
                     "  + {} {} ({id}) in {:.1}s",
@@ -228,8 +318,8 @@ impl<'a, P: Provider> Applier<'a, P> {
         Ok(())
     }
 
-    /// Polls one list call per tick until every named resource is ready. A server that
-    /// fails is deleted and created again, a bounded number of times.
+    /// Polls one list call per tick until every named resource is ready. One that fails is
+    /// deleted and created again, a bounded number of times.
     async fn wait_ready(&self, kind: Kind, desired: Vec<Desired>) -> Result<(), ApplyError> {
         let cluster = self.dir.cluster.clone();
         let deadline = match kind {
@@ -241,35 +331,58 @@ impl<'a, P: Provider> Applier<'a, P> {
             Kind::VolumeAttachment => "attached",
             _ => "available",
         };
-        let bar = self.progress.bar(&format!("{kind}s {target}"), desired.len() as u64);
+        let bar = self
+            .progress
+            .bar(&format!("{kind}s {target}"), desired.len() as u64);
         let started = Instant::now();
         let mut retries: BTreeMap<String, u32> = BTreeMap::new();
-        let mut left: BTreeMap<String, Desired> = desired.into_iter().map(|d| (d.name.clone(), d)).collect();
+        let mut left: BTreeMap<String, Desired> =
+            desired.into_iter().map(|d| (d.name.clone(), d)).collect();
         loop {
-            let seen = self.provider.poll(&cluster, kind).await.map_err(ApplyError::Observe)?;
+            let seen = self
+                .provider
+                .poll(&cluster, kind)
+                .await
+                .map_err(ApplyError::Observe)?;
             let mut status = Vec::new();
             for (name, d) in left.clone() {
                 match seen.iter().find(|o| o.name == name) {
-                    Some(Observed { health: Health::Ready, .. }) => {
+                    Some(Observed {
+                        health: Health::Ready,
+                        ..
+                    }) => {
                         left.remove(&name);
                         bar.inc(1);
                     }
-                    Some(o @ Observed { health: Health::Failed(reason), .. }) => {
+                    Some(
+                        o @ Observed {
+                            health: Health::Failed(reason),
+                            ..
+                        },
+                    ) => {
                         let tries = retries.entry(name.clone()).or_insert(0);
-                        if kind != Kind::Server || *tries >= self.deadlines.server_retries {
+                        if *tries >= self.deadlines.recreate_retries {
                             bar.abandon();
-                            return Err(ApplyError::Failed { kind, name, reason: reason.clone() });
+                            return Err(ApplyError::Failed {
+                                kind,
+                                name,
+                                reason: reason.clone(),
+                            });
                         }
                         *tries += 1;
-                        self.progress.line(format!("  ! {kind} {name} failed ({reason}); deleting and creating it again ({tries}/{})", self.deadlines.server_retries));
+                        self.progress.line(format!("  ! {kind} {name} failed ({reason}); deleting and creating it again ({tries}/{})", self.deadlines.recreate_retries));
                         self.delete_and_wait(&[o]).await?;
                         let ids = self.ids();
-                        let id = self.provider.create(&cluster, &d, &ids).await.map_err(|source| ApplyError::Step {
-                            action: "re-creating",
-                            kind,
-                            name: name.clone(),
-                            source,
-                        })?;
+                        let id =
+                            self.provider
+                                .create(&cluster, &d, &ids)
+                                .await
+                                .map_err(|source| ApplyError::Step {
+                                    action: "re-creating",
+                                    kind,
+                                    name: name.clone(),
+                                    source,
+                                })?;
                         self.record(&name, kind, Some(&id))?;
                     }
                     Some(_) => status.push(name),
@@ -279,14 +392,20 @@ impl<'a, P: Provider> Applier<'a, P> {
             }
             if left.is_empty() {
                 bar.finish_and_clear();
-                self.progress.line(format!("  ✓ {kind}s {target} after {:.0}s", started.elapsed().as_secs_f64()));
+                self.progress.line(format!(
+                    "  ✓ {kind}s {target} after {:.0}s",
+                    started.elapsed().as_secs_f64()
+                ));
                 return Ok(());
             }
             bar.set_message(format!("waiting for {}", status.join(", ")));
             if started.elapsed() > deadline {
                 bar.abandon();
                 return Err(ApplyError::Timeout {
-                    what: format!("{kind}s to be {target}: {}", left.keys().cloned().collect::<Vec<_>>().join(", ")),
+                    what: format!(
+                        "{kind}s to be {target}: {}",
+                        left.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
                     secs: deadline.as_secs(),
                 });
             }
@@ -301,13 +420,17 @@ impl<'a, P: Provider> Applier<'a, P> {
     /// Deletes in parallel (bounded), then polls until the cloud lists none of them.
     async fn delete_and_wait(&self, olds: &[&Observed]) -> Result<(), ApplyError> {
         stream::iter(olds.iter().map(|old| async move {
-            self.provider.delete(old).await.map_err(|source| ApplyError::Step {
-                action: "deleting",
-                kind: old.kind,
-                name: old.name.clone(),
-                source,
-            })?;
-            self.progress.line(format!("  - {} {} ({})", old.kind, old.name, old.id));
+            self.provider
+                .delete(old)
+                .await
+                .map_err(|source| ApplyError::Step {
+                    action: "deleting",
+                    kind: old.kind,
+                    name: old.name.clone(),
+                    source,
+                })?;
+            self.progress
+                .line(format!("  - {} {} ({})", old.kind, old.name, old.id));
             Ok::<(), ApplyError>(())
         }))
         .buffer_unordered(self.deadlines.parallel.max(1))
@@ -317,11 +440,21 @@ impl<'a, P: Provider> Applier<'a, P> {
         let cluster = self.dir.cluster.clone();
         let kinds: BTreeSet<Kind> = olds.iter().map(|o| o.kind).collect();
         for kind in kinds {
-            let mut left: BTreeSet<&str> = olds.iter().filter(|o| o.kind == kind).map(|o| o.id.as_str()).collect();
-            let bar = self.progress.bar(&format!("{kind}s gone"), left.len() as u64);
+            let mut left: BTreeSet<&str> = olds
+                .iter()
+                .filter(|o| o.kind == kind)
+                .map(|o| o.id.as_str())
+                .collect();
+            let bar = self
+                .progress
+                .bar(&format!("{kind}s gone"), left.len() as u64);
             let started = Instant::now();
             loop {
-                let seen = self.provider.poll(&cluster, kind).await.map_err(ApplyError::Observe)?;
+                let seen = self
+                    .provider
+                    .poll(&cluster, kind)
+                    .await
+                    .map_err(ApplyError::Observe)?;
                 let before = left.len();
                 left.retain(|id| seen.iter().any(|o| o.id == *id));
                 bar.inc((before - left.len()) as u64);
@@ -331,7 +464,10 @@ impl<'a, P: Provider> Applier<'a, P> {
                 if started.elapsed() > self.deadlines.deleted {
                     bar.abandon();
                     return Err(ApplyError::Timeout {
-                        what: format!("{kind}s to be deleted: {}", left.into_iter().collect::<Vec<_>>().join(", ")),
+                        what: format!(
+                            "{kind}s to be deleted: {}",
+                            left.into_iter().collect::<Vec<_>>().join(", ")
+                        ),
                         secs: self.deadlines.deleted.as_secs(),
                     });
                 }

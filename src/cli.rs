@@ -26,20 +26,31 @@ pub enum Error {
     Quota(Vec<Shortfall>),
     #[error("{0}")]
     Usage(String),
-    #[error("interrupted; the state is saved: run `up` again to resume, or `down` to remove everything")]
+    #[error(
+        "interrupted; the state is saved: run `up` again to resume, or `down` to remove everything"
+    )]
     Interrupted,
 }
 
 fn list(items: &[Shortfall]) -> String {
-    items.iter().map(|s| format!("  {s}")).collect::<Vec<_>>().join("\n")
+    items
+        .iter()
+        .map(|s| format!("  {s}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Profile(_) | Error::Usage(_) | Error::Provider(ProviderError::Resolve { .. }) => 2,
+            Error::Profile(_)
+            | Error::Usage(_)
+            | Error::Provider(ProviderError::Resolve { .. }) => 2,
             Error::Quota(_) | Error::Provider(ProviderError::Quota(_)) => 3,
-            Error::Apply(ApplyError::Step { source: ProviderError::Quota(_), .. }) => 3,
+            Error::Apply(ApplyError::Step {
+                source: ProviderError::Quota(_),
+                ..
+            }) => 3,
             Error::Interrupted => 130,
             _ => 1,
         }
@@ -55,7 +66,11 @@ pub struct Context {
 
 impl Context {
     pub fn new(state_dir: Option<PathBuf>, quiet: bool) -> Context {
-        Context { state_root: state_dir.unwrap_or_else(state::default_root), progress: Progress::new(quiet), quiet }
+        Context {
+            state_root: state_dir.unwrap_or_else(state::default_root),
+            progress: Progress::new(quiet),
+            quiet,
+        }
     }
 }
 
@@ -96,10 +111,19 @@ fn require_openstack(p: &Profile) -> Result<(), Error> {
 }
 
 /// Connects, resolves every name the profile uses, observes the cluster and plans.
-async fn prepare(ctx: &Context, p: &Profile, dir: &ClusterDir) -> Result<(OpenStackProvider, Plan, Observation), Error> {
+async fn prepare(
+    ctx: &Context,
+    p: &Profile,
+    dir: &ClusterDir,
+) -> Result<(OpenStackProvider, Plan, Observation), Error> {
     require_openstack(p)?;
     let spinner = ctx.progress.spinner("connecting");
-    let mut provider = OpenStackProvider::connect(p.cloud.as_deref(), p.region.as_deref(), p.interface.as_deref()).await?;
+    let mut provider = OpenStackProvider::connect(
+        p.cloud.as_deref(),
+        p.region.as_deref(),
+        p.interface.as_deref(),
+    )
+    .await?;
     spinner.set_message("resolving flavors, images, networks");
     provider.resolve(p).await?;
     spinner.set_message("looking for the cluster's resources");
@@ -130,7 +154,12 @@ pub async fn plan(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
     let (provider, plan, _) = prepare(ctx, &p, &dir).await?;
     let shortfalls = check_quota(&provider, &plan).await?;
     if json {
-        let report = PlanReport { cluster: &p.name, plan: &plan, counts: plan.counts(), quota_shortfalls: &shortfalls };
+        let report = PlanReport {
+            cluster: &p.name,
+            plan: &plan,
+            counts: plan.counts(),
+            quota_shortfalls: &shortfalls,
+        };
         println!("{}", to_json(&report));
     } else {
         println!("cluster `{}`:\n{plan}", p.name);
@@ -157,9 +186,13 @@ pub async fn up(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8, Erro
 
     let applier = Applier::new(&provider, &dir, &ctx.progress, dir.load()?);
     if plan.is_noop() {
-        ctx.progress.line(format!("cluster `{}`: every resource exists; nothing to change", p.name));
+        ctx.progress.line(format!(
+            "cluster `{}`: every resource exists; nothing to change",
+            p.name
+        ));
     } else {
-        ctx.progress.line(format!("cluster `{}`: {}", p.name, summary(&plan)));
+        ctx.progress
+            .line(format!("cluster `{}`: {}", p.name, summary(&plan)));
         applier.apply(&plan).await?;
     }
     let mut st = applier.state();
@@ -174,7 +207,10 @@ pub async fn up(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8, Erro
 
 fn summary(plan: &Plan) -> String {
     let c = plan.counts();
-    format!("{} to create, {} to replace, {} to delete, {} unchanged", c.create, c.replace, c.delete, c.keep)
+    format!(
+        "{} to create, {} to replace, {} to delete, {} unchanged",
+        c.create, c.replace, c.delete, c.keep
+    )
 }
 
 fn print_nodes(cluster: &str, st: &ClusterState, dir: &ClusterDir) {
@@ -190,18 +226,29 @@ fn print_nodes(cluster: &str, st: &ClusterState, dir: &ClusterDir) {
     }
     if let Some(master) = st.nodes.iter().find(|n| n.role == "master") {
         if let Some(ip) = &master.public_ip {
-            println!("reach the master: ssh -i {} <user>@{ip}", dir.private_key().display());
+            println!(
+                "reach the master: ssh -i {} <user>@{ip}",
+                dir.private_key().display()
+            );
         }
     }
 }
 
 /// Resolves a `status`/`down` target to a cluster name, its folder and a connected provider.
-async fn open_target(ctx: &Context, target: Target) -> Result<(String, ClusterDir, OpenStackProvider), Error> {
+async fn open_target(
+    ctx: &Context,
+    target: Target,
+) -> Result<(String, ClusterDir, OpenStackProvider), Error> {
     let (name, cloud, region, interface) = match target {
         Target::Profile(file) => {
             let p = profile::load(&file)?;
             require_openstack(&p)?;
-            (p.name.clone(), p.cloud.clone(), p.region.clone(), p.interface.clone())
+            (
+                p.name.clone(),
+                p.cloud.clone(),
+                p.region.clone(),
+                p.interface.clone(),
+            )
         }
         Target::Cluster { name, cloud } => {
             if name.is_empty() {
@@ -213,7 +260,9 @@ async fn open_target(ctx: &Context, target: Target) -> Result<(String, ClusterDi
         }
     };
     let dir = ClusterDir::open(&ctx.state_root, &name)?;
-    let provider = OpenStackProvider::connect(cloud.as_deref(), region.as_deref(), interface.as_deref()).await?;
+    let provider =
+        OpenStackProvider::connect(cloud.as_deref(), region.as_deref(), interface.as_deref())
+            .await?;
     Ok((name, dir, provider))
 }
 
@@ -231,7 +280,15 @@ pub async fn status(ctx: &Context, target: Target, json: bool) -> Result<u8, Err
     let nodes = provider.nodes(&name).await?;
     let healthy = !observed.is_empty() && observed.iter().all(|o| o.health == Health::Ready);
     if json {
-        println!("{}", to_json(&StatusReport { cluster: &name, resources: &observed, nodes: &nodes, healthy }));
+        println!(
+            "{}",
+            to_json(&StatusReport {
+                cluster: &name,
+                resources: &observed,
+                nodes: &nodes,
+                healthy
+            })
+        );
     } else if observed.is_empty() {
         println!("cluster `{name}`: nothing exists");
     } else {
@@ -266,17 +323,27 @@ pub async fn down(ctx: &Context, target: Target) -> Result<u8, Error> {
     let applier = Applier::new(&provider, &dir, &ctx.progress, dir.load()?);
     let observed = applier.observe().await?;
     if observed.resources.is_empty() {
-        ctx.progress.line(format!("cluster `{name}`: nothing to delete"));
+        ctx.progress
+            .line(format!("cluster `{name}`: nothing to delete"));
     } else {
         let plan = plan::teardown(&observed);
-        ctx.progress.line(format!("cluster `{name}`: deleting {} resources", plan.actions.len()));
+        ctx.progress.line(format!(
+            "cluster `{name}`: deleting {} resources",
+            plan.actions.len()
+        ));
         applier.apply(&plan).await?;
     }
     // Prove it through the API before forgetting the cluster.
     let left = provider.observe(&name).await.map_err(ApplyError::Observe)?;
     if !left.is_empty() {
-        let names: Vec<String> = left.iter().map(|o| format!("{} {}", o.kind, o.name)).collect();
-        return Err(Error::Usage(format!("still present after delete: {}", names.join(", "))));
+        let names: Vec<String> = left
+            .iter()
+            .map(|o| format!("{} {}", o.kind, o.name))
+            .collect();
+        return Err(Error::Usage(format!(
+            "still present after delete: {}",
+            names.join(", ")
+        )));
     }
     drop(_lock);
     dir.remove()?;
@@ -285,5 +352,6 @@ pub async fn down(ctx: &Context, target: Target) -> Result<u8, Error> {
 }
 
 fn to_json(value: &impl Serialize) -> String {
-    serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\": \"cannot encode output: {e}\"}}"))
+    serde_json::to_string_pretty(value)
+        .unwrap_or_else(|e| format!("{{\"error\": \"cannot encode output: {e}\"}}"))
 }

@@ -4,11 +4,12 @@
 //! pure) → [`apply`] (provider calls, state saved after each step) → bootstrap → check.
 //! Only [`openstack`] and the provider modules talk to the outside world.
 
+pub mod apply;
+pub mod cli;
 pub mod openstack;
 pub mod plan;
 pub mod profile;
-pub mod state;
-pub mod apply;
 pub mod progress;
-pub mod cli;
 pub mod provider;
+pub mod ssh;
+pub mod state;

@@ -80,9 +80,15 @@ impl From<TargetArgs> for Target {
     fn from(t: TargetArgs) -> Target {
         match (t.file, t.cluster) {
             (Some(file), _) => Target::Profile(file),
-            (None, Some(name)) => Target::Cluster { name, cloud: t.cloud },
+            (None, Some(name)) => Target::Cluster {
+                name,
+                cloud: t.cloud,
+            },
             // clap enforces one of the two.
-            (None, None) => Target::Cluster { name: String::new(), cloud: t.cloud },
+            (None, None) => Target::Cluster {
+                name: String::new(),
+                cloud: t.cloud,
+            },
         }
     }
 }
@@ -90,7 +96,10 @@ impl From<TargetArgs> for Target {
 fn main() -> ExitCode {
     let args = Args::parse();
     let ctx = cli::Context::new(args.state_dir, args.quiet);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

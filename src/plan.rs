@@ -12,7 +12,9 @@ use serde::Serialize;
 use crate::profile::{JupyterAccess, Profile, StorageKind};
 
 /// Every kind of resource hvd-cluster creates, in dependency order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     Keypair,
@@ -71,7 +73,7 @@ impl Kind {
 
 impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.label())
+        f.pad(self.label())
     }
 }
 
@@ -105,12 +107,28 @@ pub enum RuleSource {
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Spec {
     Keypair,
-    SecurityGroup { rules: Vec<Rule> },
+    SecurityGroup {
+        rules: Vec<Rule>,
+    },
     Network,
-    Subnet { network: String, cidr: String, dns_nameservers: Vec<String> },
-    Router { external_network: String, subnet: String },
-    Share { size_gb: u32, share_type: Option<String>, access_cidr: String, network: String },
-    Volume { size_gb: u32 },
+    Subnet {
+        network: String,
+        cidr: String,
+        dns_nameservers: Vec<String>,
+    },
+    Router {
+        external_network: String,
+        subnet: String,
+    },
+    Share {
+        size_gb: u32,
+        share_type: Option<String>,
+        access_cidr: String,
+        network: String,
+    },
+    Volume {
+        size_gb: u32,
+    },
     Server {
         role: Role,
         /// Worker number (never reused, so a replacement is a new host to Horovod).
@@ -120,8 +138,14 @@ pub enum Spec {
         security_groups: Vec<String>,
         network: String,
     },
-    FloatingIp { pool: String, server: String },
-    VolumeAttachment { volume: String, server: String },
+    FloatingIp {
+        pool: String,
+        server: String,
+    },
+    VolumeAttachment {
+        volume: String,
+        server: String,
+    },
 }
 
 impl Spec {
@@ -185,17 +209,31 @@ pub struct Observation {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]
 pub enum Action {
-    Create { desired: Desired },
-    Keep { desired: Desired, id: String, pending: bool },
+    Create {
+        desired: Desired,
+    },
+    Keep {
+        desired: Desired,
+        id: String,
+        pending: bool,
+    },
     /// Delete `old`, then create `desired` (a worker replacement gets a new name).
-    Replace { old: Observed, desired: Desired, reason: String },
-    Delete { old: Observed },
+    Replace {
+        old: Observed,
+        desired: Desired,
+        reason: String,
+    },
+    Delete {
+        old: Observed,
+    },
 }
 
 impl Action {
     pub fn kind(&self) -> Kind {
         match self {
-            Action::Create { desired } | Action::Keep { desired, .. } | Action::Replace { desired, .. } => desired.kind(),
+            Action::Create { desired }
+            | Action::Keep { desired, .. }
+            | Action::Replace { desired, .. } => desired.kind(),
             Action::Delete { old } => old.kind,
         }
     }
@@ -234,7 +272,10 @@ impl Plan {
         let mut levels: BTreeMap<u8, Vec<&Desired>> = BTreeMap::new();
         for a in &self.actions {
             if let Action::Create { desired } | Action::Replace { desired, .. } = a {
-                levels.entry(desired.kind().level()).or_default().push(desired);
+                levels
+                    .entry(desired.kind().level())
+                    .or_default()
+                    .push(desired);
             }
         }
         levels.into_values().collect()
@@ -306,27 +347,39 @@ impl Names<'_> {
     }
     /// The worker number in a name like `demo-worker-7`.
     pub fn worker_index(&self, name: &str) -> Option<u32> {
-        name.strip_prefix(self.0)?.strip_prefix("-worker-")?.parse().ok()
+        name.strip_prefix(self.0)?
+            .strip_prefix("-worker-")?
+            .parse()
+            .ok()
     }
 }
 
 /// Everything but the workers, which depend on what exists (numbers are never reused).
 fn desired_fixed(p: &Profile) -> Vec<Desired> {
     let n = Names(&p.name);
-    let mut out = vec![Desired { name: n.keypair(), spec: Spec::Keypair }];
+    let mut out = vec![Desired {
+        name: n.keypair(),
+        spec: Spec::Keypair,
+    }];
 
     let nodes = n.nodes_group();
     out.push(Desired {
         name: nodes.clone(),
         spec: Spec::SecurityGroup {
-            rules: vec![
-                Rule { protocol: None, ports: None, from: RuleSource::Group(nodes.clone()) },
-            ],
+            rules: vec![Rule {
+                protocol: None,
+                ports: None,
+                from: RuleSource::Group(nodes.clone()),
+            }],
         },
     });
     let mut master_rules = Vec::new();
     for cidr in &p.access.allowed_cidrs {
-        master_rules.push(Rule { protocol: Some("tcp".into()), ports: Some((22, 22)), from: RuleSource::Cidr(cidr.clone()) });
+        master_rules.push(Rule {
+            protocol: Some("tcp".into()),
+            ports: Some((22, 22)),
+            from: RuleSource::Cidr(cidr.clone()),
+        });
         if p.access.jupyter == JupyterAccess::Public {
             master_rules.push(Rule {
                 protocol: Some("tcp".into()),
@@ -334,14 +387,26 @@ fn desired_fixed(p: &Profile) -> Vec<Desired> {
                 from: RuleSource::Cidr(cidr.clone()),
             });
         }
-        master_rules.push(Rule { protocol: Some("icmp".into()), ports: None, from: RuleSource::Cidr(cidr.clone()) });
+        master_rules.push(Rule {
+            protocol: Some("icmp".into()),
+            ports: None,
+            from: RuleSource::Cidr(cidr.clone()),
+        });
     }
-    out.push(Desired { name: n.master_group(), spec: Spec::SecurityGroup { rules: master_rules } });
+    out.push(Desired {
+        name: n.master_group(),
+        spec: Spec::SecurityGroup {
+            rules: master_rules,
+        },
+    });
 
     let network = match &p.network.existing {
         Some(existing) => existing.clone(),
         None => {
-            out.push(Desired { name: n.network(), spec: Spec::Network });
+            out.push(Desired {
+                name: n.network(),
+                spec: Spec::Network,
+            });
             out.push(Desired {
                 name: n.subnet(),
                 spec: Spec::Subnet {
@@ -353,7 +418,10 @@ fn desired_fixed(p: &Profile) -> Vec<Desired> {
             if let Some(ext) = &p.network.external_network {
                 out.push(Desired {
                     name: n.router(),
-                    spec: Spec::Router { external_network: ext.clone(), subnet: n.subnet() },
+                    spec: Spec::Router {
+                        external_network: ext.clone(),
+                        subnet: n.subnet(),
+                    },
                 });
             }
             n.network()
@@ -366,16 +434,26 @@ fn desired_fixed(p: &Profile) -> Vec<Desired> {
             spec: Spec::Share {
                 size_gb: p.storage.size_gb.unwrap_or(10),
                 share_type: p.storage.share_type.clone(),
-                access_cidr: p.network.cidr.clone().unwrap_or_else(|| p.subnet_cidr().to_string()),
+                access_cidr: p
+                    .network
+                    .cidr
+                    .clone()
+                    .unwrap_or_else(|| p.subnet_cidr().to_string()),
                 network: network.clone(),
             },
         }),
         StorageKind::MasterNfs => {
             if let Some(size_gb) = p.storage.volume_gb {
-                out.push(Desired { name: n.volume(), spec: Spec::Volume { size_gb } });
+                out.push(Desired {
+                    name: n.volume(),
+                    spec: Spec::Volume { size_gb },
+                });
                 out.push(Desired {
                     name: n.volume_attachment(),
-                    spec: Spec::VolumeAttachment { volume: n.volume(), server: n.master() },
+                    spec: Spec::VolumeAttachment {
+                        volume: n.volume(),
+                        server: n.master(),
+                    },
                 });
             }
         }
@@ -396,7 +474,10 @@ fn desired_fixed(p: &Profile) -> Vec<Desired> {
     if let Some(fip) = &p.floating_ip {
         out.push(Desired {
             name: n.floating_ip(),
-            spec: Spec::FloatingIp { pool: fip.pool.clone(), server: n.master() },
+            spec: Spec::FloatingIp {
+                pool: fip.pool.clone(),
+                server: n.master(),
+            },
         });
     }
     out
@@ -434,9 +515,21 @@ pub fn plan(p: &Profile, observed: &Observation) -> Plan {
             Some(o) => {
                 claimed.push((o.kind, o.name.as_str()));
                 actions.push(match &o.health {
-                    Health::Failed(why) => Action::Replace { old: (*o).clone(), desired: d, reason: why.clone() },
-                    Health::Ready => Action::Keep { id: o.id.clone(), desired: d, pending: false },
-                    Health::Pending => Action::Keep { id: o.id.clone(), desired: d, pending: true },
+                    Health::Failed(why) => Action::Replace {
+                        old: (*o).clone(),
+                        desired: d,
+                        reason: why.clone(),
+                    },
+                    Health::Ready => Action::Keep {
+                        id: o.id.clone(),
+                        desired: d,
+                        pending: false,
+                    },
+                    Health::Pending => Action::Keep {
+                        id: o.id.clone(),
+                        desired: d,
+                        pending: true,
+                    },
                 });
             }
             None => actions.push(Action::Create { desired: d }),
@@ -452,13 +545,23 @@ pub fn plan(p: &Profile, observed: &Observation) -> Plan {
         .filter_map(|o| names.worker_index(&o.name).map(|i| (i, o)))
         .collect();
     workers.sort_by_key(|(i, _)| *i);
-    let mut next = workers.iter().map(|(i, _)| *i).max().unwrap_or(0).max(observed.highest_worker_index) + 1;
+    let mut next = workers
+        .iter()
+        .map(|(i, _)| *i)
+        .max()
+        .unwrap_or(0)
+        .max(observed.highest_worker_index)
+        + 1;
     let mut kept = 0u32;
     for (index, o) in &workers {
         claimed.push((o.kind, o.name.as_str()));
         match &o.health {
             Health::Failed(why) if kept < p.workers.count => {
-                actions.push(Action::Replace { old: (*o).clone(), desired: worker_spec(p, next), reason: why.clone() });
+                actions.push(Action::Replace {
+                    old: (*o).clone(),
+                    desired: worker_spec(p, next),
+                    reason: why.clone(),
+                });
                 next += 1;
                 kept += 1;
             }
@@ -474,7 +577,9 @@ pub fn plan(p: &Profile, observed: &Observation) -> Plan {
         }
     }
     while kept < p.workers.count {
-        actions.push(Action::Create { desired: worker_spec(p, next) });
+        actions.push(Action::Create {
+            desired: worker_spec(p, next),
+        });
         next += 1;
         kept += 1;
     }
@@ -490,7 +595,11 @@ pub fn plan(p: &Profile, observed: &Observation) -> Plan {
 
 /// `down`: every observed resource deleted, last level first.
 pub fn teardown(observed: &Observation) -> Plan {
-    let mut actions: Vec<Action> = observed.resources.iter().map(|o| Action::Delete { old: o.clone() }).collect();
+    let mut actions: Vec<Action> = observed
+        .resources
+        .iter()
+        .map(|o| Action::Delete { old: o.clone() })
+        .collect();
     actions.sort_by_key(|a| std::cmp::Reverse(a.kind().level()));
     Plan { actions }
 }
@@ -558,7 +667,10 @@ impl QuotaDelta {
         }
         // A replacement frees its old slot first, so it needs nothing more. Deleted servers
         // free theirs; their flavor is not known here, so only instances are counted back.
-        let deleted_servers = plan.actions.iter().filter(|a| matches!(a, Action::Delete { old } if old.kind == Kind::Server));
+        let deleted_servers = plan
+            .actions
+            .iter()
+            .filter(|a| matches!(a, Action::Delete { old } if old.kind == Kind::Server));
         q.instances -= deleted_servers.count() as i64;
         q
     }
@@ -633,26 +745,42 @@ impl fmt::Display for Plan {
         sorted.sort_by_key(|a| a.kind().level());
         for a in sorted {
             match a {
-                Action::Create { desired } => writeln!(f, "  + create  {:<18} {}", desired.kind(), desired.name)?,
-                Action::Keep { desired, id, pending } => writeln!(
+                Action::Create { desired } => {
+                    writeln!(f, "  + create  {:<18} {}", desired.kind(), desired.name)?
+                }
+                Action::Keep {
+                    desired,
+                    id,
+                    pending,
+                } => writeln!(
                     f,
                     "  = keep    {:<18} {} ({id}{})",
                     desired.kind(),
                     desired.name,
                     if *pending { ", still building" } else { "" }
                 )?,
-                Action::Replace { old, desired, reason } => writeln!(
+                Action::Replace {
+                    old,
+                    desired,
+                    reason,
+                } => writeln!(
                     f,
                     "  ~ replace {:<18} {} → {} ({reason})",
                     desired.kind(),
                     old.name,
                     desired.name
                 )?,
-                Action::Delete { old } => writeln!(f, "  - delete  {:<18} {} ({})", old.kind, old.name, old.id)?,
+                Action::Delete { old } => {
+                    writeln!(f, "  - delete  {:<18} {} ({})", old.kind, old.name, old.id)?
+                }
             }
         }
         let c = self.counts();
-        write!(f, "{} to create, {} to replace, {} to delete, {} unchanged", c.create, c.replace, c.delete, c.keep)
+        write!(
+            f,
+            "{} to create, {} to replace, {} to delete, {} unchanged",
+            c.create, c.replace, c.delete, c.keep
+        )
     }
 }
 
@@ -700,7 +828,10 @@ kind = "manila"
                 other => panic!("fresh plan must only create, got {other:?}"),
             })
             .collect();
-        Observation { resources, highest_worker_index: 0 }
+        Observation {
+            resources,
+            highest_worker_index: 0,
+        }
     }
 
     fn names_of(plan: &Plan, f: impl Fn(&Action) -> bool) -> Vec<String> {
@@ -721,15 +852,37 @@ kind = "manila"
         let plan = plan(&p, &Observation::default());
         let c = plan.counts();
         // key, 2 groups, net, subnet, router, share, master, fip, 3 workers
-        assert_eq!(c, PlanCounts { create: 12, keep: 0, replace: 0, delete: 0 });
+        assert_eq!(
+            c,
+            PlanCounts {
+                create: 12,
+                keep: 0,
+                replace: 0,
+                delete: 0
+            }
+        );
         let levels = plan.creation_levels();
-        let kinds: Vec<Vec<Kind>> = levels.iter().map(|l| l.iter().map(|d| d.kind()).collect()).collect();
-        assert_eq!(kinds[0], vec![Kind::Keypair, Kind::SecurityGroup, Kind::SecurityGroup, Kind::Network]);
+        let kinds: Vec<Vec<Kind>> = levels
+            .iter()
+            .map(|l| l.iter().map(|d| d.kind()).collect())
+            .collect();
+        assert_eq!(
+            kinds[0],
+            vec![
+                Kind::Keypair,
+                Kind::SecurityGroup,
+                Kind::SecurityGroup,
+                Kind::Network
+            ]
+        );
         assert_eq!(kinds[1], vec![Kind::Subnet]);
         assert_eq!(kinds[2], vec![Kind::Router, Kind::Share]);
         assert_eq!(kinds[3], vec![Kind::Server; 4]);
         assert_eq!(kinds[4], vec![Kind::FloatingIp]);
-        let workers = names_of(&plan, |a| matches!(a, Action::Create { desired } if desired.name.contains("worker")));
+        let workers = names_of(
+            &plan,
+            |a| matches!(a, Action::Create { desired } if desired.name.contains("worker")),
+        );
         assert_eq!(workers, ["demo-worker-1", "demo-worker-2", "demo-worker-3"]);
     }
 
@@ -765,7 +918,10 @@ kind = "manila"
             }
         }
         let plan = plan(&p, &obs);
-        assert_eq!(names_of(&plan, |a| matches!(a, Action::Replace { .. })), ["demo-worker-1->demo-worker-3"]);
+        assert_eq!(
+            names_of(&plan, |a| matches!(a, Action::Replace { .. })),
+            ["demo-worker-1->demo-worker-3"]
+        );
         assert_eq!(plan.deletions().len(), 1);
         assert_eq!(plan.counts().create, 0);
     }
@@ -780,22 +936,36 @@ kind = "manila"
             }
         }
         let plan = plan(&p, &obs);
-        assert_eq!(names_of(&plan, |a| matches!(a, Action::Replace { .. })), ["demo-master->demo-master"]);
+        assert_eq!(
+            names_of(&plan, |a| matches!(a, Action::Replace { .. })),
+            ["demo-master->demo-master"]
+        );
     }
 
     #[test]
     fn tagged_leftovers_are_deleted_and_pending_kept() {
         let p = profile(1);
         let mut obs = observed_all(&p);
-        obs.resources.push(Observed { kind: Kind::Volume, name: "demo-shared-volume".into(), id: "v".into(), health: Health::Ready });
+        obs.resources.push(Observed {
+            kind: Kind::Volume,
+            name: "demo-shared-volume".into(),
+            id: "v".into(),
+            health: Health::Ready,
+        });
         for o in &mut obs.resources {
             if o.name == "demo-worker-1" {
                 o.health = Health::Pending;
             }
         }
         let plan = plan(&p, &obs);
-        assert_eq!(names_of(&plan, |a| matches!(a, Action::Delete { .. })), ["demo-shared-volume"]);
-        assert!(plan.actions.iter().any(|a| matches!(a, Action::Keep { pending: true, .. })));
+        assert_eq!(
+            names_of(&plan, |a| matches!(a, Action::Delete { .. })),
+            ["demo-shared-volume"]
+        );
+        assert!(plan
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Keep { pending: true, .. })));
     }
 
     #[test]
@@ -804,9 +974,18 @@ kind = "manila"
         p.network.existing = Some("private".into());
         p.network.external_network = None;
         let plan = plan(&p, &Observation::default());
-        assert!(plan.actions.iter().all(|a| !matches!(a.kind(), Kind::Network | Kind::Subnet | Kind::Router)));
+        assert!(plan
+            .actions
+            .iter()
+            .all(|a| !matches!(a.kind(), Kind::Network | Kind::Subnet | Kind::Router)));
         let server_net = plan.actions.iter().find_map(|a| match a {
-            Action::Create { desired: Desired { spec: Spec::Server { network, .. }, .. } } => Some(network.clone()),
+            Action::Create {
+                desired:
+                    Desired {
+                        spec: Spec::Server { network, .. },
+                        ..
+                    },
+            } => Some(network.clone()),
             _ => None,
         });
         assert_eq!(server_net.as_deref(), Some("private"));
@@ -820,7 +999,10 @@ kind = "manila"
         let mut sorted = levels.clone();
         sorted.sort_by(|a, b| b.cmp(a));
         assert_eq!(levels, sorted);
-        assert_eq!(plan.actions.first().map(Action::kind), Some(Kind::FloatingIp));
+        assert_eq!(
+            plan.actions.first().map(Action::kind),
+            Some(Kind::FloatingIp)
+        );
     }
 
     #[test]
@@ -828,8 +1010,14 @@ kind = "manila"
         let p = profile(3);
         let plan = plan(&p, &Observation::default());
         let delta = QuotaDelta::of(&plan, |f| match f {
-            "m1.small" => Some(FlavorSize { vcpus: 1, ram_mb: 2048 }),
-            "m1.medium" => Some(FlavorSize { vcpus: 2, ram_mb: 4096 }),
+            "m1.small" => Some(FlavorSize {
+                vcpus: 1,
+                ram_mb: 2048,
+            }),
+            "m1.medium" => Some(FlavorSize {
+                vcpus: 2,
+                ram_mb: 4096,
+            }),
             _ => None,
         });
         assert_eq!(delta.instances, 4);
@@ -837,12 +1025,33 @@ kind = "manila"
         assert_eq!(delta.ram_mb, 2048 + 3 * 4096);
         assert_eq!(delta.security_group_rules, 1 + 2 + 2 * 2);
         let mut quotas = BTreeMap::new();
-        quotas.insert("instances", Quota { limit: 5, in_use: 2 });
-        quotas.insert("cores", Quota { limit: -1, in_use: 100 });
-        quotas.insert("floating_ips", Quota { limit: 10, in_use: 0 });
+        quotas.insert(
+            "instances",
+            Quota {
+                limit: 5,
+                in_use: 2,
+            },
+        );
+        quotas.insert(
+            "cores",
+            Quota {
+                limit: -1,
+                in_use: 100,
+            },
+        );
+        quotas.insert(
+            "floating_ips",
+            Quota {
+                limit: 10,
+                in_use: 0,
+            },
+        );
         let short = shortfalls(&delta, &quotas);
         assert_eq!(short.len(), 1);
-        assert_eq!(short[0].to_string(), "instances: needs 4 more, 2 of 5 in use (3 free)");
+        assert_eq!(
+            short[0].to_string(),
+            "instances: needs 4 more, 2 of 5 in use (3 free)"
+        );
     }
 
     #[test]
@@ -850,11 +1059,22 @@ kind = "manila"
         let p = profile(1);
         let plan = plan(&p, &Observation::default());
         let rules = plan.actions.iter().find_map(|a| match a {
-            Action::Create { desired: Desired { name, spec: Spec::SecurityGroup { rules } } } if name == "demo-master-access" => Some(rules.clone()),
+            Action::Create {
+                desired:
+                    Desired {
+                        name,
+                        spec: Spec::SecurityGroup { rules },
+                    },
+            } if name == "demo-master-access" => Some(rules.clone()),
             _ => None,
         });
         let rules = rules.unwrap();
-        assert!(rules.iter().all(|r| r.from == RuleSource::Cidr("198.51.100.0/24".into())));
-        assert!(!rules.iter().any(|r| r.ports == Some((8888, 8888))), "jupyter is tunnel-only by default");
+        assert!(rules
+            .iter()
+            .all(|r| r.from == RuleSource::Cidr("198.51.100.0/24".into())));
+        assert!(
+            !rules.iter().any(|r| r.ports == Some((8888, 8888))),
+            "jupyter is tunnel-only by default"
+        );
     }
 }

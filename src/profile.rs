@@ -228,7 +228,10 @@ impl Profile {
     }
 
     pub fn worker_image(&self) -> Option<&str> {
-        self.workers.image.as_deref().or(self.master.image.as_deref())
+        self.workers
+            .image
+            .as_deref()
+            .or(self.master.image.as_deref())
     }
 }
 
@@ -310,7 +313,14 @@ fn syntax_error(path: &Path, text: &str, e: &toml::de::Error) -> ProfileError {
         .map(|span| field_at(text, span.start))
         .unwrap_or_default();
     let help = unknown_field_help(&message);
-    ProfileError { file: path.to_path_buf(), line, column, field, message, help }
+    ProfileError {
+        file: path.to_path_buf(),
+        line,
+        column,
+        field,
+        message,
+        help,
+    }
 }
 
 /// For serde's "unknown field `x`, expected one of `a`, `b`" suggests the nearest valid key.
@@ -321,7 +331,9 @@ fn unknown_field_help(message: &str) -> Option<String> {
     let nearest = nearest(unknown, &candidates);
     match nearest {
         Some(best) => Some(format!("did you mean `{best}`?")),
-        None if !candidates.is_empty() => Some(format!("valid keys here: {}", candidates.join(", "))),
+        None if !candidates.is_empty() => {
+            Some(format!("valid keys here: {}", candidates.join(", ")))
+        }
         None => None,
     }
 }
@@ -416,20 +428,44 @@ struct Issue {
 }
 
 fn issue(field: &str, message: impl Into<String>, help: Option<&str>) -> Issue {
-    Issue { field: field.to_string(), message: message.into(), help: help.map(str::to_string) }
+    Issue {
+        field: field.to_string(),
+        message: message.into(),
+        help: help.map(str::to_string),
+    }
 }
 
 fn validate(p: &Profile) -> Result<(), Issue> {
     validate_name(&p.name)?;
-    if p.ssh_user.is_empty() || !p.ssh_user.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        return Err(issue("ssh_user", format!("`{}` is not a valid login name", p.ssh_user), None));
+    if p.ssh_user.is_empty()
+        || !p
+            .ssh_user
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(issue(
+            "ssh_user",
+            format!("`{}` is not a valid login name", p.ssh_user),
+            None,
+        ));
     }
     if p.workers.count > 256 {
-        return Err(issue("workers.count", format!("{} workers is more than the 256 supported", p.workers.count), None));
+        return Err(issue(
+            "workers.count",
+            format!("{} workers is more than the 256 supported", p.workers.count),
+            None,
+        ));
     }
-    for (field, v) in [("master.slots", p.master.slots), ("workers.slots", p.workers.slots)] {
+    for (field, v) in [
+        ("master.slots", p.master.slots),
+        ("workers.slots", p.workers.slots),
+    ] {
         if v == Some(0) {
-            return Err(issue(field, "must be at least 1", Some("leave it out to use one slot per GPU, or 1")));
+            return Err(issue(
+                field,
+                "must be at least 1",
+                Some("leave it out to use one slot per GPU, or 1"),
+            ));
         }
     }
     if p.provider == ProviderKind::OpenStack {
@@ -444,12 +480,23 @@ fn validate(p: &Profile) -> Result<(), Issue> {
         ));
     }
     if p.storage.kind == StorageKind::Manila && p.provider == ProviderKind::Local {
-        return Err(issue("storage.kind", "manila needs the openstack provider", Some("use \"master-nfs\"")));
+        return Err(issue(
+            "storage.kind",
+            "manila needs the openstack provider",
+            Some("use \"master-nfs\""),
+        ));
     }
     if p.storage.volume_gb.is_some() && p.storage.kind != StorageKind::MasterNfs {
-        return Err(issue("storage.volume_gb", "only used with kind = \"master-nfs\"", None));
+        return Err(issue(
+            "storage.volume_gb",
+            "only used with kind = \"master-nfs\"",
+            None,
+        ));
     }
-    for (field, v) in [("storage.size_gb", p.storage.size_gb), ("storage.volume_gb", p.storage.volume_gb)] {
+    for (field, v) in [
+        ("storage.size_gb", p.storage.size_gb),
+        ("storage.volume_gb", p.storage.volume_gb),
+    ] {
         if v == Some(0) {
             return Err(issue(field, "must be at least 1 GiB", None));
         }
@@ -461,7 +508,9 @@ fn validate_name(name: &str) -> Result<(), Issue> {
     let ok = !name.is_empty()
         && name.len() <= 40
         && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !name.ends_with('-');
     if ok {
         Ok(())
@@ -477,7 +526,11 @@ fn validate_name(name: &str) -> Result<(), Issue> {
 fn validate_openstack(p: &Profile) -> Result<(), Issue> {
     let need = "the openstack provider needs it";
     if p.master.flavor.is_none() {
-        return Err(issue("master.flavor", format!("missing: {need}"), Some("e.g. flavor = \"m1.small\"")));
+        return Err(issue(
+            "master.flavor",
+            format!("missing: {need}"),
+            Some("e.g. flavor = \"m1.small\""),
+        ));
     }
     if p.master.image.is_none() {
         return Err(issue("master.image", format!("missing: {need}"), None));
@@ -488,15 +541,24 @@ fn validate_openstack(p: &Profile) -> Result<(), Issue> {
     match &p.network.existing {
         Some(_) => {
             if p.network.cidr.is_some() {
-                return Err(issue("network.cidr", "cannot be set with `existing`: the existing network's subnet is used", None));
+                return Err(issue(
+                    "network.cidr",
+                    "cannot be set with `existing`: the existing network's subnet is used",
+                    None,
+                ));
             }
             if p.network.external_network.is_some() {
-                return Err(issue("network.external_network", "cannot be set with `existing`: no router is created", None));
+                return Err(issue(
+                    "network.external_network",
+                    "cannot be set with `existing`: no router is created",
+                    None,
+                ));
             }
         }
         None => {
             let cidr = p.subnet_cidr();
-            parse_cidr(cidr).map_err(|m| issue("network.cidr", m, Some("e.g. cidr = \"10.42.0.0/24\"")))?;
+            parse_cidr(cidr)
+                .map_err(|m| issue("network.cidr", m, Some("e.g. cidr = \"10.42.0.0/24\"")))?;
             if p.floating_ip.is_some() && p.network.external_network.is_none() {
                 return Err(issue(
                     "network.external_network",
@@ -508,7 +570,11 @@ fn validate_openstack(p: &Profile) -> Result<(), Issue> {
     }
     for dns in &p.network.dns_nameservers {
         if dns.parse::<std::net::IpAddr>().is_err() {
-            return Err(issue("network.dns_nameservers", format!("`{dns}` is not an IP address"), None));
+            return Err(issue(
+                "network.dns_nameservers",
+                format!("`{dns}` is not an IP address"),
+                None,
+            ));
         }
     }
     if p.floating_ip.is_some() && p.access.allowed_cidrs.is_empty() {
@@ -523,7 +589,8 @@ fn validate_openstack(p: &Profile) -> Result<(), Issue> {
 
 fn validate_access(a: &AccessSpec) -> Result<(), Issue> {
     for cidr in &a.allowed_cidrs {
-        let (addr, prefix) = parse_cidr(cidr).map_err(|m| issue("access.allowed_cidrs", m, None))?;
+        let (addr, prefix) =
+            parse_cidr(cidr).map_err(|m| issue("access.allowed_cidrs", m, None))?;
         if prefix == 0 && addr.is_unspecified() && !a.open_to_internet {
             return Err(issue(
                 "access.allowed_cidrs",
@@ -537,17 +604,27 @@ fn validate_access(a: &AccessSpec) -> Result<(), Issue> {
 
 /// Parses an IPv4 CIDR, rejecting host bits set (`10.0.0.1/24`).
 pub fn parse_cidr(cidr: &str) -> Result<(Ipv4Addr, u8), String> {
-    let (addr, prefix) = cidr.split_once('/').ok_or_else(|| format!("`{cidr}` is not a CIDR (address/prefix)"))?;
-    let addr: Ipv4Addr = addr.parse().map_err(|_| format!("`{cidr}`: `{addr}` is not an IPv4 address"))?;
+    let (addr, prefix) = cidr
+        .split_once('/')
+        .ok_or_else(|| format!("`{cidr}` is not a CIDR (address/prefix)"))?;
+    let addr: Ipv4Addr = addr
+        .parse()
+        .map_err(|_| format!("`{cidr}`: `{addr}` is not an IPv4 address"))?;
     let prefix: u8 = prefix
         .parse()
         .ok()
         .filter(|p| *p <= 32)
         .ok_or_else(|| format!("`{cidr}`: prefix must be 0-32"))?;
-    let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) };
+    let mask = if prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - prefix)
+    };
     if u32::from(addr) & !mask != 0 {
         let network = Ipv4Addr::from(u32::from(addr) & mask);
-        return Err(format!("`{cidr}` has host bits set; the network is {network}/{prefix}"));
+        return Err(format!(
+            "`{cidr}` has host bits set; the network is {network}/{prefix}"
+        ));
     }
     Ok((addr, prefix))
 }
@@ -609,14 +686,21 @@ size_gb = 10
         assert_eq!(e.field, "workers.flavour");
         assert_eq!(e.help.as_deref(), Some("did you mean `flavor`?"));
         let shown = e.to_string();
-        assert!(shown.starts_with("p.toml:11:1: `workers.flavour`: unknown field"), "{shown}");
+        assert!(
+            shown.starts_with("p.toml:11:1: `workers.flavour`: unknown field"),
+            "{shown}"
+        );
     }
 
     #[test]
     fn unknown_top_level_table_is_suggested() {
         let text = GOOD.replace("[floating_ip]", "[floatingip]");
         let e = parse_str(&text).unwrap_err();
-        assert_eq!(e.help.as_deref(), Some("did you mean `floating_ip`?"), "{e}");
+        assert_eq!(
+            e.help.as_deref(),
+            Some("did you mean `floating_ip`?"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -641,12 +725,39 @@ size_gb = 10
     #[test]
     fn semantic_errors_name_the_field() {
         let cases = [
-            (GOOD.replace("name = \"demo\"", "name = \"Demo_1\""), "name", Some(2)),
-            (GOOD.replace("10.42.0.0/24", "10.42.0.1/24"), "network.cidr", Some(14)),
-            (GOOD.replace("flavor = \"m1.small\"\n", ""), "master.flavor", None),
-            (GOOD.replace("external_network = \"public\"\n", ""), "network.external_network", None),
-            (GOOD.replace("allowed_cidrs = [\"203.0.113.0/24\"]", "allowed_cidrs = []"), "access.allowed_cidrs", Some(21)),
-            (GOOD.replace("cidr = \"10.42.0.0/24\"", "existing = \"net\"\ncidr = \"10.0.0.0/8\""), "network.cidr", Some(15)),
+            (
+                GOOD.replace("name = \"demo\"", "name = \"Demo_1\""),
+                "name",
+                Some(2),
+            ),
+            (
+                GOOD.replace("10.42.0.0/24", "10.42.0.1/24"),
+                "network.cidr",
+                Some(14),
+            ),
+            (
+                GOOD.replace("flavor = \"m1.small\"\n", ""),
+                "master.flavor",
+                None,
+            ),
+            (
+                GOOD.replace("external_network = \"public\"\n", ""),
+                "network.external_network",
+                None,
+            ),
+            (
+                GOOD.replace("allowed_cidrs = [\"203.0.113.0/24\"]", "allowed_cidrs = []"),
+                "access.allowed_cidrs",
+                Some(21),
+            ),
+            (
+                GOOD.replace(
+                    "cidr = \"10.42.0.0/24\"",
+                    "existing = \"net\"\ncidr = \"10.0.0.0/8\"",
+                ),
+                "network.cidr",
+                Some(15),
+            ),
         ];
         for (text, field, line) in cases {
             let e = parse_str(&text).unwrap_err();
@@ -675,7 +786,10 @@ size_gb = 10
         assert!(parse_cidr("10.0.0.0").is_err());
         assert!(parse_cidr("10.0.0.0/33").is_err());
         assert!(parse_cidr("300.0.0.0/8").is_err());
-        assert_eq!(parse_cidr("10.0.0.5/24").unwrap_err(), "`10.0.0.5/24` has host bits set; the network is 10.0.0.0/24");
+        assert_eq!(
+            parse_cidr("10.0.0.5/24").unwrap_err(),
+            "`10.0.0.5/24` has host bits set; the network is 10.0.0.0/24"
+        );
     }
 
     #[test]

@@ -18,8 +18,17 @@ impl Progress {
     /// Progress on stderr; `quiet` silences everything but errors (for `--json`).
     pub fn new(quiet: bool) -> Progress {
         let tty = std::io::stderr().is_terminal() && !quiet;
-        let target = if tty { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-        Progress { multi: MultiProgress::with_draw_target(target), tty, quiet, start: Instant::now() }
+        let target = if tty {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        Progress {
+            multi: MultiProgress::with_draw_target(target),
+            tty,
+            quiet,
+            start: Instant::now(),
+        }
     }
 
     /// A permanent line above the bars.
@@ -39,9 +48,11 @@ impl Progress {
     pub fn bar(&self, what: &str, total: u64) -> ProgressBar {
         let bar = self.multi.add(ProgressBar::new(total));
         bar.set_style(
-            ProgressStyle::with_template("{spinner} {prefix} [{bar:20}] {pos}/{len} {elapsed} {wide_msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
+            ProgressStyle::with_template(
+                "{spinner} {prefix} [{bar:20}] {pos}/{len} {elapsed} {wide_msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
         );
         bar.set_prefix(what.to_string());
         bar.enable_steady_tick(Duration::from_millis(200));
@@ -52,7 +63,8 @@ impl Progress {
     pub fn spinner(&self, what: &str) -> ProgressBar {
         let bar = self.multi.add(ProgressBar::new_spinner());
         bar.set_style(
-            ProgressStyle::with_template("{spinner} {prefix} {elapsed} {wide_msg}").unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            ProgressStyle::with_template("{spinner} {prefix} {elapsed} {wide_msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         bar.set_prefix(what.to_string());
         bar.enable_steady_tick(Duration::from_millis(200));

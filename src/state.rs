@@ -18,9 +18,16 @@ use crate::plan::Kind;
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     #[error("{action} {path}: {source}")]
-    Io { action: &'static str, path: PathBuf, source: io::Error },
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
     #[error("{path} is not a valid state file ({source}); move it away and run the command again: the cloud-side tags find the resources")]
-    Corrupt { path: PathBuf, source: serde_json::Error },
+    Corrupt {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
     #[error("another hvd-cluster command is changing cluster `{cluster}` ({holder}); wait for it or stop it")]
     Locked { cluster: String, holder: String },
     #[error("ssh-keygen failed to make the cluster key at {path}: {detail}")]
@@ -28,7 +35,11 @@ pub enum StateError {
 }
 
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StateError + 'a {
-    move |source| StateError::Io { action, path: path.to_path_buf(), source }
+    move |source| StateError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// One resource the cluster owns, as last seen.
@@ -76,7 +87,9 @@ pub fn default_root() -> PathBuf {
     if let Some(dir) = std::env::var_os("XDG_STATE_HOME") {
         return PathBuf::from(dir).join("hvd-cluster");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
     home.join(".local/state/hvd-cluster")
 }
 
@@ -91,8 +104,12 @@ impl ClusterDir {
     pub fn open(root: &Path, cluster: &str) -> Result<ClusterDir, StateError> {
         let path = root.join(cluster);
         fs::create_dir_all(&path).map_err(io_err("cannot create", &path))?;
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o700)).map_err(io_err("cannot protect", &path))?;
-        Ok(ClusterDir { path, cluster: cluster.to_string() })
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o700))
+            .map_err(io_err("cannot protect", &path))?;
+        Ok(ClusterDir {
+            path,
+            cluster: cluster.to_string(),
+        })
     }
 
     pub fn state_file(&self) -> PathBuf {
@@ -110,9 +127,14 @@ impl ClusterDir {
         let path = self.state_file();
         let mut text = String::new();
         match File::open(&path) {
-            Ok(mut f) => f.read_to_string(&mut text).map_err(io_err("cannot read", &path))?,
+            Ok(mut f) => f
+                .read_to_string(&mut text)
+                .map_err(io_err("cannot read", &path))?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Ok(ClusterState { cluster: self.cluster.clone(), ..ClusterState::default() })
+                return Ok(ClusterState {
+                    cluster: self.cluster.clone(),
+                    ..ClusterState::default()
+                })
             }
             Err(e) => return Err(io_err("cannot read", &path)(e)),
         };
@@ -147,8 +169,15 @@ impl ClusterDir {
             Ok(false) => {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
-                let holder = if holder.trim().is_empty() { "pid unknown".to_string() } else { format!("pid {}", holder.trim()) };
-                return Err(StateError::Locked { cluster: self.cluster.clone(), holder });
+                let holder = if holder.trim().is_empty() {
+                    "pid unknown".to_string()
+                } else {
+                    format!("pid {}", holder.trim())
+                };
+                return Err(StateError::Locked {
+                    cluster: self.cluster.clone(),
+                    holder,
+                });
             }
             Err(e) => return Err(io_err("cannot lock", &path)(e)),
         }
@@ -167,7 +196,10 @@ impl ClusterDir {
                 .arg("-f")
                 .arg(&key)
                 .output()
-                .map_err(|e| StateError::Keygen { path: key.clone(), detail: e.to_string() })?;
+                .map_err(|e| StateError::Keygen {
+                    path: key.clone(),
+                    detail: e.to_string(),
+                })?;
             if !out.status.success() {
                 return Err(StateError::Keygen {
                     path: key.clone(),
@@ -175,15 +207,19 @@ impl ClusterDir {
                 });
             }
         }
-        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).map_err(io_err("cannot protect", &key))?;
-        let public = fs::read_to_string(self.public_key_file()).map_err(io_err("cannot read", &self.public_key_file()))?;
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600))
+            .map_err(io_err("cannot protect", &key))?;
+        let public = fs::read_to_string(self.public_key_file())
+            .map_err(io_err("cannot read", &self.public_key_file()))?;
         Ok(public.trim().to_string())
     }
 
     /// Removes the folder after `down` (keys included: the nodes are gone).
     pub fn remove(self) -> Result<(), StateError> {
         match fs::remove_dir_all(&self.path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err("cannot remove", &self.path)(e)),
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                Err(io_err("cannot remove", &self.path)(e))
+            }
             _ => Ok(()),
         }
     }
@@ -198,7 +234,10 @@ pub struct LockGuard {
 /// Writes `body` to `path` through a temp file in the same folder, fsynced, then renamed.
 pub fn write_atomic(path: &Path, body: &[u8], mode: u32) -> Result<(), StateError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let mut f = OpenOptions::new()
         .write(true)
@@ -226,7 +265,13 @@ mod tests {
         let dir = ClusterDir::open(root.path(), "demo").unwrap();
         assert_eq!(dir.load().unwrap().cluster, "demo");
         let mut s = dir.load().unwrap();
-        s.resources.insert("demo-net".into(), Resource { kind: Kind::Network, id: "n1".into() });
+        s.resources.insert(
+            "demo-net".into(),
+            Resource {
+                kind: Kind::Network,
+                id: "n1".into(),
+            },
+        );
         s.highest_worker_index = 4;
         dir.save(&s).unwrap();
         let back = dir.load().unwrap();
@@ -243,7 +288,10 @@ mod tests {
         let dir = ClusterDir::open(root.path(), "demo").unwrap();
         fs::write(dir.state_file(), "{not json").unwrap();
         let e = dir.load().unwrap_err().to_string();
-        assert!(e.contains("not a valid state file") && e.contains("tags find"), "{e}");
+        assert!(
+            e.contains("not a valid state file") && e.contains("tags find"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -253,7 +301,11 @@ mod tests {
         let guard = dir.lock().unwrap();
         let e = dir.lock().unwrap_err();
         assert!(matches!(e, StateError::Locked { .. }), "{e}");
-        assert!(e.to_string().contains(&format!("pid {}", std::process::id())), "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("pid {}", std::process::id())),
+            "{e}"
+        );
         drop(guard);
         assert!(dir.lock().is_ok());
     }
@@ -264,7 +316,18 @@ mod tests {
         let dir = ClusterDir::open(root.path(), "demo").unwrap();
         let public = dir.ensure_keypair().unwrap();
         assert!(public.starts_with("ssh-ed25519 "), "{public}");
-        assert_eq!(fs::metadata(dir.private_key()).unwrap().permissions().mode() & 0o777, 0o600);
-        assert_eq!(dir.ensure_keypair().unwrap(), public, "second call keeps the key");
+        assert_eq!(
+            fs::metadata(dir.private_key())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600
+        );
+        assert_eq!(
+            dir.ensure_keypair().unwrap(),
+            public,
+            "second call keeps the key"
+        );
     }
 }

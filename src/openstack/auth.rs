@@ -6,7 +6,9 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::config::{AppCredentialRef, AuthMethod, DomainRef, Interface, ProjectRef, Secret, UserRef};
+use super::config::{
+    AppCredentialRef, AuthMethod, DomainRef, Interface, ProjectRef, Secret, UserRef,
+};
 use super::error::{self, OpenStackError};
 use super::http::{Service, Session};
 
@@ -93,7 +95,8 @@ impl Catalog {
                     continue;
                 };
                 if region.is_none() {
-                    let mut regions: Vec<&str> = candidates.iter().filter_map(|e| e.region_name()).collect();
+                    let mut regions: Vec<&str> =
+                        candidates.iter().filter_map(|e| e.region_name()).collect();
                     regions.sort_unstable();
                     regions.dedup();
                     if regions.len() > 1 {
@@ -172,7 +175,9 @@ pub fn auth_request_body(method: &AuthMethod) -> serde_json::Value {
             user.insert("password".into(), json!(password.expose()));
             let project = match project {
                 ProjectRef::Id(id) => json!({ "id": id }),
-                ProjectRef::Name { name, domain } => json!({ "name": name, "domain": domain_json(domain) }),
+                ProjectRef::Name { name, domain } => {
+                    json!({ "name": name, "domain": domain_json(domain) })
+                }
             };
             json!({
                 "auth": {
@@ -215,7 +220,9 @@ pub fn describe_method(method: &AuthMethod) -> String {
         }
     }
     match method {
-        AuthMethod::Password { user: u, project, .. } => {
+        AuthMethod::Password {
+            user: u, project, ..
+        } => {
             let p = match project {
                 ProjectRef::Id(id) => format!("project id {id}"),
                 ProjectRef::Name { name, domain } => format!("project {name:?} ({})", dom(domain)),
@@ -319,7 +326,9 @@ pub(crate) async fn authenticate(session: &Session) -> Result<Token, OpenStackEr
             "{who}: HTTP {}{code}: {}{}",
             raw.status,
             api.message,
-            api.request_id.map(|id| format!(" (request id {id})")).unwrap_or_default()
+            api.request_id
+                .map(|id| format!(" (request id {id})"))
+                .unwrap_or_default()
         )));
     }
     let subject = raw

@@ -7,7 +7,7 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::error::OpenStackError;
+use super::error::{gone, optional, OpenStackError};
 use super::http::{Request, Service, Session};
 use super::{parse_quota_usages, QuotaUsages};
 
@@ -205,7 +205,9 @@ fn image_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D:
     }
     // `image` is an object, or "" for volume-backed servers
     Ok(match Option::<serde_json::Value>::deserialize(d)? {
-        Some(v @ serde_json::Value::Object(_)) => serde_json::from_value::<Img>(v).ok().and_then(|i| i.id),
+        Some(v @ serde_json::Value::Object(_)) => {
+            serde_json::from_value::<Img>(v).ok().and_then(|i| i.id)
+        }
         _ => None,
     })
 }
@@ -269,7 +271,9 @@ impl ServerCreate {
                     .map(|n| match n {
                         ServerNetwork::Port(p) => json!({ "port": p }),
                         ServerNetwork::Network(u) => json!({ "uuid": u }),
-                        ServerNetwork::FixedIp { network, ip } => json!({ "uuid": network, "fixed_ip": ip }),
+                        ServerNetwork::FixedIp { network, ip } => {
+                            json!({ "uuid": network, "fixed_ip": ip })
+                        }
                     })
                     .collect(),
             )
@@ -279,7 +283,11 @@ impl ServerCreate {
             server.insert("key_name".into(), json!(k));
         }
         if !self.security_groups.is_empty() {
-            let sgs: Vec<_> = self.security_groups.iter().map(|n| json!({ "name": n })).collect();
+            let sgs: Vec<_> = self
+                .security_groups
+                .iter()
+                .map(|n| json!({ "name": n }))
+                .collect();
             server.insert("security_groups".into(), json!(sgs));
         }
         if !self.metadata.is_empty() {
@@ -348,13 +356,18 @@ pub struct VolumeAttachment {
 impl Compute {
     /// `GET /flavors/detail` (with extra_specs).
     pub async fn list_flavors(&self) -> Result<Vec<Flavor>, OpenStackError> {
-        self.session.list(S, "flavors/detail", Vec::new(), "flavors").await
+        self.session
+            .list(S, "flavors/detail", Vec::new(), "flavors")
+            .await
     }
 
     /// The flavor with exactly this name (or id).
     pub async fn find_flavor(&self, name_or_id: &str) -> Result<Flavor, OpenStackError> {
         let flavors = self.list_flavors().await?;
-        if let Some(f) = flavors.iter().find(|f| f.name == name_or_id || f.id == name_or_id) {
+        if let Some(f) = flavors
+            .iter()
+            .find(|f| f.name == name_or_id || f.id == name_or_id)
+        {
             return Ok(f.clone());
         }
         let mut names: Vec<&str> = flavors.iter().map(|f| f.name.as_str()).collect();
@@ -375,8 +388,13 @@ impl Compute {
     }
 
     /// `POST /os-keypairs` with a public key (OpenSSH format).
-    pub async fn import_keypair(&self, name: &str, public_key: &str) -> Result<Keypair, OpenStackError> {
-        let body = json!({ "keypair": { "name": name, "public_key": public_key.trim(), "type": "ssh" } });
+    pub async fn import_keypair(
+        &self,
+        name: &str,
+        public_key: &str,
+    ) -> Result<Keypair, OpenStackError> {
+        let body =
+            json!({ "keypair": { "name": name, "public_key": public_key.trim(), "type": "ssh" } });
         self.session
             .send(&Request::post(S, "os-keypairs", body))
             .await?
@@ -385,7 +403,11 @@ impl Compute {
 
     /// `DELETE /os-keypairs/{name}`; Ok if it was already gone.
     pub async fn delete_keypair(&self, name: &str) -> Result<(), OpenStackError> {
-        gone(self.session.send(&Request::delete(S, format!("os-keypairs/{name}"))).await)
+        gone(
+            self.session
+                .send(&Request::delete(S, format!("os-keypairs/{name}")))
+                .await,
+        )
     }
 
     /// `POST /servers`; returns the new server's id (the server is BUILD: poll with
@@ -413,14 +435,20 @@ impl Compute {
         if let Some(n) = &filter.name {
             query.push(("name".to_owned(), n.clone()));
         }
-        self.session.list(S, "servers/detail", query, "servers").await
+        self.session
+            .list(S, "servers/detail", query, "servers")
+            .await
     }
 
     /// `GET /servers/{id}`; `None` if it does not exist (any more).
     pub async fn get_server(&self, id: &str) -> Result<Option<Server>, OpenStackError> {
-        optional(self.session.send(&Request::get(S, format!("servers/{id}"))).await)?
-            .map(|r| r.json_at("server"))
-            .transpose()
+        optional(
+            self.session
+                .send(&Request::get(S, format!("servers/{id}")))
+                .await,
+        )?
+        .map(|r| r.json_at("server"))
+        .transpose()
     }
 
     /// `DELETE /servers/{id}` (retried while nova says the server is busy); Ok if it was
@@ -440,7 +468,11 @@ impl Compute {
         struct L {
             absolute: ComputeLimits,
         }
-        let l: L = self.session.send(&Request::get(S, "limits")).await?.json_at("limits")?;
+        let l: L = self
+            .session
+            .send(&Request::get(S, "limits"))
+            .await?
+            .json_at("limits")?;
         Ok(l.absolute)
     }
 
@@ -448,7 +480,10 @@ impl Compute {
     pub async fn quota_usage(&self, project_id: &str) -> Result<QuotaUsages, OpenStackError> {
         let resp = self
             .session
-            .send(&Request::get(S, format!("os-quota-sets/{project_id}/detail")))
+            .send(&Request::get(
+                S,
+                format!("os-quota-sets/{project_id}/detail"),
+            ))
             .await?;
         parse_quota_usages(&resp, "quota_set")
     }
@@ -462,7 +497,11 @@ impl Compute {
     ) -> Result<BTreeMap<String, serde_json::Value>, OpenStackError> {
         let body = json!({ "quota_set": limits });
         self.session
-            .send(&Request::put(S, format!("os-quota-sets/{project_id}"), body))
+            .send(&Request::put(
+                S,
+                format!("os-quota-sets/{project_id}"),
+                body,
+            ))
             .await?
             .json_at("quota_set")
     }
@@ -492,7 +531,10 @@ impl Compute {
     }
 
     /// `GET /servers/{id}/os-volume_attachments`.
-    pub async fn list_volume_attachments(&self, server_id: &str) -> Result<Vec<VolumeAttachment>, OpenStackError> {
+    pub async fn list_volume_attachments(
+        &self,
+        server_id: &str,
+    ) -> Result<Vec<VolumeAttachment>, OpenStackError> {
         self.session
             .list(
                 S,
@@ -504,28 +546,21 @@ impl Compute {
     }
 
     /// `DELETE /servers/{id}/os-volume_attachments/{volume}`; Ok if not attached.
-    pub async fn detach_volume(&self, server_id: &str, volume_id: &str) -> Result<(), OpenStackError> {
+    pub async fn detach_volume(
+        &self,
+        server_id: &str,
+        volume_id: &str,
+    ) -> Result<(), OpenStackError> {
         gone(
             self.session
                 .send(
-                    &Request::delete(S, format!("servers/{server_id}/os-volume_attachments/{volume_id}"))
-                        .retry_on_conflict(),
+                    &Request::delete(
+                        S,
+                        format!("servers/{server_id}/os-volume_attachments/{volume_id}"),
+                    )
+                    .retry_on_conflict(),
                 )
                 .await,
         )
     }
-}
-
-/// 404 → `Ok(None)`.
-pub(crate) fn optional<T>(r: Result<T, OpenStackError>) -> Result<Option<T>, OpenStackError> {
-    match r {
-        Ok(v) => Ok(Some(v)),
-        Err(OpenStackError::NotFound(_)) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// For deletes: 404 → `Ok(())`.
-pub(crate) fn gone<T>(r: Result<T, OpenStackError>) -> Result<(), OpenStackError> {
-    optional(r).map(|_| ())
 }

@@ -298,9 +298,18 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
     ("domain_name", &["OS_DOMAIN_NAME"]),
     ("domain_id", &["OS_DOMAIN_ID"]),
     ("default_domain", &["OS_DEFAULT_DOMAIN"]),
-    ("application_credential_id", &["OS_APPLICATION_CREDENTIAL_ID"]),
-    ("application_credential_name", &["OS_APPLICATION_CREDENTIAL_NAME"]),
-    ("application_credential_secret", &["OS_APPLICATION_CREDENTIAL_SECRET"]),
+    (
+        "application_credential_id",
+        &["OS_APPLICATION_CREDENTIAL_ID"],
+    ),
+    (
+        "application_credential_name",
+        &["OS_APPLICATION_CREDENTIAL_NAME"],
+    ),
+    (
+        "application_credential_secret",
+        &["OS_APPLICATION_CREDENTIAL_SECRET"],
+    ),
     ("region_name", &["OS_REGION_NAME"]),
     ("interface", &["OS_INTERFACE", "OS_ENDPOINT_TYPE"]),
     ("cacert", &["OS_CACERT"]),
@@ -309,13 +318,20 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
 
 impl Raw {
     fn get(&self, key: &str) -> Option<&str> {
-        self.values.get(key).map(String::as_str).filter(|v| !v.is_empty())
+        self.values
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 
     fn field(&self, key: &str) -> String {
         match &self.prefix {
             Some(prefix) => {
-                let section = if AUTH_KEYS.contains(&key) { "auth." } else { "" };
+                let section = if AUTH_KEYS.contains(&key) {
+                    "auth."
+                } else {
+                    ""
+                };
                 format!("{prefix}{section}{key}")
             }
             None => ENV_KEYS
@@ -327,7 +343,10 @@ impl Raw {
     }
 
     fn fields(&self, keys: &[&str]) -> String {
-        keys.iter().map(|k| self.field(k)).collect::<Vec<_>>().join(" or ")
+        keys.iter()
+            .map(|k| self.field(k))
+            .collect::<Vec<_>>()
+            .join(" or ")
     }
 
     fn missing(&self, keys: &[&str], hint: &str) -> ConfigError {
@@ -461,12 +480,15 @@ impl Raw {
         let interface = match self.get("interface") {
             None => Interface::Public,
             Some(v) => Interface::parse(v).ok_or_else(|| {
-                self.invalid("interface", format!("expected public, internal or admin, got {v:?}"))
+                self.invalid(
+                    "interface",
+                    format!("expected public, internal or admin, got {v:?}"),
+                )
             })?,
         };
         // `verify: false` (files) and `insecure: true` both turn TLS verification off.
-        let insecure =
-            self.flag("insecure")?.unwrap_or(false) || self.flag("verify")?.map(|v| !v).unwrap_or(false);
+        let insecure = self.flag("insecure")?.unwrap_or(false)
+            || self.flag("verify")?.map(|v| !v).unwrap_or(false);
         Ok(CloudConfig {
             cloud,
             origin: self.origin.clone(),
@@ -569,7 +591,14 @@ fn raw_from_file(name: &str, path: &Path, cloud: &Value) -> Result<Raw, ConfigEr
             }
         }
     }
-    for key in ["auth_type", "region_name", "interface", "cacert", "verify", "insecure"] {
+    for key in [
+        "auth_type",
+        "region_name",
+        "interface",
+        "cacert",
+        "verify",
+        "insecure",
+    ] {
         if let Some(v) = mapping.get(key) {
             put(key, v);
         }
@@ -592,7 +621,9 @@ fn raw_from_file(name: &str, path: &Path, cloud: &Value) -> Result<Raw, ConfigEr
             return Err(ConfigError::Missing {
                 origin,
                 field: format!("{prefix}auth.auth_url"),
-                hint: format!(" (vendor profiles such as {profile:?} are not supported: write auth_url)"),
+                hint: format!(
+                    " (vendor profiles such as {profile:?} are not supported: write auth_url)"
+                ),
             });
         }
     }
@@ -606,7 +637,11 @@ fn raw_from_file(name: &str, path: &Path, cloud: &Value) -> Result<Raw, ConfigEr
 fn raw_from_env(env: &HashMap<String, String>) -> Raw {
     let mut values = HashMap::new();
     for (key, vars) in ENV_KEYS {
-        if let Some(v) = vars.iter().filter_map(|var| env.get(*var)).find(|v| !v.is_empty()) {
+        if let Some(v) = vars
+            .iter()
+            .filter_map(|var| env.get(*var))
+            .find(|v| !v.is_empty())
+        {
             values.insert(*key, v.clone());
         }
     }

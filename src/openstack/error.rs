@@ -83,7 +83,9 @@ pub enum OpenStackError {
         candidates: String,
     },
     /// The answer was not what the API reference says (bad JSON, missing field).
-    #[error("{service} {method} {path}: cannot decode the response: {message}; body starts: {snippet}")]
+    #[error(
+        "{service} {method} {path}: cannot decode the response: {message}; body starts: {snippet}"
+    )]
     Decode {
         service: &'static str,
         method: String,
@@ -353,4 +355,18 @@ pub fn redacted_snippet(body: &[u8], max: usize) -> String {
         }
         Err(_) => truncate(&String::from_utf8_lossy(body), max),
     }
+}
+
+/// 404 → `Ok(None)`.
+pub(crate) fn optional<T>(r: Result<T, OpenStackError>) -> Result<Option<T>, OpenStackError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(OpenStackError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// For deletes: 404 → `Ok(())`.
+pub(crate) fn gone<T>(r: Result<T, OpenStackError>) -> Result<(), OpenStackError> {
+    optional(r).map(|_| ())
 }

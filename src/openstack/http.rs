@@ -72,10 +72,19 @@ impl Service {
         match self {
             Service::Compute => vec![
                 ("X-OpenStack-Nova-API-Version", NOVA_MICROVERSION.to_owned()),
-                ("OpenStack-API-Version", format!("compute {NOVA_MICROVERSION}")),
+                (
+                    "OpenStack-API-Version",
+                    format!("compute {NOVA_MICROVERSION}"),
+                ),
             ],
-            Service::Share => vec![("X-OpenStack-Manila-API-Version", MANILA_MICROVERSION.to_owned())],
-            Service::Volume => vec![("OpenStack-API-Version", format!("volume {CINDER_MICROVERSION}"))],
+            Service::Share => vec![(
+                "X-OpenStack-Manila-API-Version",
+                MANILA_MICROVERSION.to_owned(),
+            )],
+            Service::Volume => vec![(
+                "OpenStack-API-Version",
+                format!("volume {CINDER_MICROVERSION}"),
+            )],
             _ => Vec::new(),
         }
     }
@@ -84,9 +93,7 @@ impl Service {
     /// pointing at cinder's removed v1/v2 API is skipped.
     pub fn accepts_endpoint(self, url: &str) -> bool {
         match self {
-            Service::Volume => !url
-                .split('/')
-                .any(|seg| seg == "v1" || seg == "v2"),
+            Service::Volume => !url.split('/').any(|seg| seg == "v1" || seg == "v2"),
             _ => true,
         }
     }
@@ -162,9 +169,7 @@ impl RetryPolicy {
             Failure::Connect => true,
             Failure::Transport => idempotent,
             Failure::Status {
-                status,
-                over_quota,
-                ..
+                status, over_quota, ..
             } => match status {
                 429 | 502 | 503 | 504 => true,
                 500 => idempotent,
@@ -191,7 +196,8 @@ impl RetryPolicy {
         failure: &Failure,
         retry_on_conflict: bool,
     ) -> Option<Duration> {
-        if attempts >= self.max_attempts || !Self::is_retryable(method, failure, retry_on_conflict) {
+        if attempts >= self.max_attempts || !Self::is_retryable(method, failure, retry_on_conflict)
+        {
             return None;
         }
         match failure {
@@ -332,9 +338,13 @@ impl Response {
         self.decode_value(inner)
     }
 
-    pub(crate) fn decode_value<T: DeserializeOwned>(&self, value: serde_json::Value) -> Result<T, OpenStackError> {
+    pub(crate) fn decode_value<T: DeserializeOwned>(
+        &self,
+        value: serde_json::Value,
+    ) -> Result<T, OpenStackError> {
         let snippet = value.to_string();
-        serde_json::from_value(value).map_err(|e| self.decode_error(e.to_string(), snippet.as_bytes()))
+        serde_json::from_value(value)
+            .map_err(|e| self.decode_error(e.to_string(), snippet.as_bytes()))
     }
 
     pub(crate) fn decode_error(&self, message: String, body: &[u8]) -> OpenStackError {
@@ -357,11 +367,15 @@ pub(crate) struct RawResponse {
 
 impl RawResponse {
     pub fn request_id(&self) -> Option<String> {
-        ["x-openstack-request-id", "x-compute-request-id", "x-request-id"]
-            .iter()
-            .find_map(|h| self.headers.get(*h))
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
+        [
+            "x-openstack-request-id",
+            "x-compute-request-id",
+            "x-request-id",
+        ]
+        .iter()
+        .find_map(|h| self.headers.get(*h))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
     }
 
     pub fn api_error(&self, service: Service, method: &Method, path: &str) -> ApiError {
@@ -430,13 +444,17 @@ fn url_without_query(url: &url::Url) -> String {
 }
 
 /// `root` + `/`-separated `path` (segments percent-encoded) + `query`.
-pub(crate) fn build_url(root: &str, path: &str, query: &[(String, String)]) -> Result<url::Url, OpenStackError> {
+pub(crate) fn build_url(
+    root: &str,
+    path: &str,
+    query: &[(String, String)],
+) -> Result<url::Url, OpenStackError> {
     let mut url = url::Url::parse(root)
         .map_err(|e| OpenStackError::Invalid(format!("endpoint {root:?} is not a URL: {e}")))?;
     {
-        let mut segments = url
-            .path_segments_mut()
-            .map_err(|_| OpenStackError::Invalid(format!("endpoint {root:?} cannot take a path")))?;
+        let mut segments = url.path_segments_mut().map_err(|_| {
+            OpenStackError::Invalid(format!("endpoint {root:?} cannot take a path"))
+        })?;
         segments.pop_if_empty();
         for seg in path.split('/').filter(|s| !s.is_empty()) {
             segments.push(seg);
@@ -455,7 +473,9 @@ pub fn next_page_query(value: &serde_json::Value, key: &str) -> Option<Vec<(Stri
         .get(format!("{key}_links"))
         .and_then(|l| l.as_array())
         .and_then(|links| {
-            links.iter().find(|l| l.get("rel").and_then(|r| r.as_str()) == Some("next"))
+            links
+                .iter()
+                .find(|l| l.get("rel").and_then(|r| r.as_str()) == Some("next"))
         })
         .and_then(|l| l.get("href"))
         .and_then(|h| h.as_str())
@@ -476,18 +496,24 @@ impl Session {
             .danger_accept_invalid_certs(config.insecure);
         if let Some(path) = &config.cacert {
             let pem = std::fs::read(path).map_err(|e| {
-                OpenStackError::Invalid(format!("cannot read CA certificate {}: {e}", path.display()))
+                OpenStackError::Invalid(format!(
+                    "cannot read CA certificate {}: {e}",
+                    path.display()
+                ))
             })?;
             let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                OpenStackError::Invalid(format!("{} is not a PEM certificate bundle: {e}", path.display()))
+                OpenStackError::Invalid(format!(
+                    "{} is not a PEM certificate bundle: {e}",
+                    path.display()
+                ))
             })?;
             for cert in certs {
                 builder = builder.add_root_certificate(cert);
             }
         }
-        let http = builder
-            .build()
-            .map_err(|e| OpenStackError::Invalid(format!("cannot set up the HTTP client: {}", describe(&e))))?;
+        let http = builder.build().map_err(|e| {
+            OpenStackError::Invalid(format!("cannot set up the HTTP client: {}", describe(&e)))
+        })?;
         Ok(Session {
             http,
             config,
@@ -573,7 +599,8 @@ impl Session {
                                 .and_then(|v| v.to_str().ok())
                                 .and_then(parse_retry_after);
                             let over_quota = status == 409
-                                && error::classify(raw.api_error(service, method, url.path())).is_quota_exceeded();
+                                && error::classify(raw.api_error(service, method, url.path()))
+                                    .is_quota_exceeded();
                             (
                                 Failure::Status {
                                     status,
@@ -608,10 +635,11 @@ impl Session {
     /// The API root of a service, from the current token's catalog.
     pub async fn endpoint(&self, service: Service) -> Result<String, OpenStackError> {
         let state = self.token().await?;
-        state
-            .token
-            .catalog
-            .endpoint(service, self.config.region.as_deref(), self.config.interface)
+        state.token.catalog.endpoint(
+            service,
+            self.config.region.as_deref(),
+            self.config.interface,
+        )
     }
 
     /// One call: retried as [`RetryPolicy`] says, re-authenticated once on a 401.
@@ -619,10 +647,11 @@ impl Session {
         let mut reauthenticated = false;
         loop {
             let state = self.token().await?;
-            let root = state
-                .token
-                .catalog
-                .endpoint(req.service, self.config.region.as_deref(), self.config.interface)?;
+            let root = state.token.catalog.endpoint(
+                req.service,
+                self.config.region.as_deref(),
+                self.config.interface,
+            )?;
             let url = build_url(&root, &req.path, &req.query)?;
             let timeout = req.timeout.or(self.options.timeout);
             let headers = req.service.microversion_headers();
@@ -661,7 +690,11 @@ impl Session {
                 self.invalidate(&state).await;
                 continue;
             }
-            return Err(error::classify(raw.api_error(req.service, &req.method, url.path())));
+            return Err(error::classify(raw.api_error(
+                req.service,
+                &req.method,
+                url.path(),
+            )));
         }
     }
 
@@ -676,7 +709,9 @@ impl Session {
         let mut out = Vec::new();
         let mut query = query;
         for _page in 0..1000 {
-            let resp = self.send(&Request::get(service, path).queries(query.clone())).await?;
+            let resp = self
+                .send(&Request::get(service, path).queries(query.clone()))
+                .await?;
             let mut value: serde_json::Value = resp.json()?;
             let next = next_page_query(&value, key);
             let items = match value.get_mut(key).map(serde_json::Value::take) {

@@ -4,8 +4,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::compute::optional;
-use super::error::OpenStackError;
+use super::error::{optional, OpenStackError};
 use super::http::{Request, Service, Session};
 
 const S: Service = Service::Image;
@@ -40,7 +39,11 @@ pub struct Image {
 /// two or more sharing the latest `created_at` are ambiguous.
 pub fn pick_newest<'a>(name: &str, candidates: &'a [Image]) -> Result<&'a Image, OpenStackError> {
     let active: Vec<&Image> = candidates.iter().filter(|i| i.status == "active").collect();
-    let Some(newest) = active.iter().map(|i| i.created_at.as_deref().unwrap_or("")).max() else {
+    let Some(newest) = active
+        .iter()
+        .map(|i| i.created_at.as_deref().unwrap_or(""))
+        .max()
+    else {
         return Err(OpenStackError::NoSuchName {
             kind: "active image",
             name: name.to_owned(),
@@ -58,7 +61,13 @@ pub fn pick_newest<'a>(name: &str, candidates: &'a [Image]) -> Result<&'a Image,
             name: name.to_owned(),
             candidates: many
                 .iter()
-                .map(|i| format!("{} (created {})", i.id, i.created_at.as_deref().unwrap_or("?")))
+                .map(|i| {
+                    format!(
+                        "{} (created {})",
+                        i.id,
+                        i.created_at.as_deref().unwrap_or("?")
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join(", "),
         }),
@@ -67,17 +76,25 @@ pub fn pick_newest<'a>(name: &str, candidates: &'a [Image]) -> Result<&'a Image,
 
 fn looks_like_uuid(s: &str) -> bool {
     s.len() == 36
-        && s.chars()
-            .enumerate()
-            .all(|(i, c)| if matches!(i, 8 | 13 | 18 | 23) { c == '-' } else { c.is_ascii_hexdigit() })
+        && s.chars().enumerate().all(|(i, c)| {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                c == '-'
+            } else {
+                c.is_ascii_hexdigit()
+            }
+        })
 }
 
 impl ImageApi {
     /// `GET /v2/images/{id}`; `None` if there is none.
     pub async fn get_image(&self, id: &str) -> Result<Option<Image>, OpenStackError> {
-        optional(self.session.send(&Request::get(S, format!("images/{id}"))).await)?
-            .map(|r| r.json())
-            .transpose()
+        optional(
+            self.session
+                .send(&Request::get(S, format!("images/{id}")))
+                .await,
+        )?
+        .map(|r| r.json())
+        .transpose()
     }
 
     /// `GET /v2/images?name=...&status=active` (every page).

@@ -38,17 +38,17 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 pub use compute::{
-    Compute, ComputeLimits, Fault, Flavor, Keypair, PowerState, Server, ServerAddress, ServerCreate, ServerFilter,
-    ServerFlavor, ServerNetwork, ServerStatus, VolumeAttachment,
+    Compute, ComputeLimits, Fault, Flavor, Keypair, PowerState, Server, ServerAddress,
+    ServerCreate, ServerFilter, ServerFlavor, ServerNetwork, ServerStatus, VolumeAttachment,
 };
 pub use config::{AuthMethod, CloudConfig, ConfigError, ConfigFiles, Interface, Secret};
 pub use error::{ApiError, OpenStackError};
 pub use http::{ClientOptions, Method, Request, Response, RetryPolicy, Service};
 pub use image::{Image, ImageApi};
 pub use network::{
-    Direction, EtherType, FloatingIp, FloatingIpCreate, Gateway, Network, NetworkCreate, NetworkInfo, Port,
-    PortCreate, Query, Remote, Resource, Router, RouterCreate, RouterInterface, RuleCreate, SecurityGroup,
-    SecurityGroupCreate, SecurityGroupRule, Subnet, SubnetCreate,
+    Direction, EtherType, FloatingIp, FloatingIpCreate, Gateway, Network, NetworkCreate,
+    NetworkInfo, Port, PortCreate, Query, Remote, Resource, Router, RouterCreate, RouterInterface,
+    RuleCreate, SecurityGroup, SecurityGroupCreate, SecurityGroupRule, Subnet, SubnetCreate,
 };
 pub use share::{AccessRule, ExportLocation, Share, ShareApi, ShareCreate, ShareLimits};
 pub use volume::{Volume, VolumeApi, VolumeCreate, VolumeLimits};
@@ -78,11 +78,17 @@ impl OpenStack {
         Self::connect_with(cloud, ClientOptions::default()).await
     }
 
-    pub async fn connect_with(cloud: &CloudConfig, options: ClientOptions) -> Result<OpenStack, OpenStackError> {
+    pub async fn connect_with(
+        cloud: &CloudConfig,
+        options: ClientOptions,
+    ) -> Result<OpenStack, OpenStackError> {
         let session = Arc::new(Session::new(cloud.clone(), options)?);
         let token = session.token().await?;
         let project_id: Arc<str> = Arc::from(token.token.project_id.as_str());
-        Ok(OpenStack { session, project_id })
+        Ok(OpenStack {
+            session,
+            project_id,
+        })
     }
 
     pub fn compute(&self) -> Compute {
@@ -162,25 +168,27 @@ impl QuotaUsage {
 pub type QuotaUsages = BTreeMap<String, QuotaUsage>;
 
 /// Reads `body[key]`, keeping the entries that are `{limit, in_use|used, reserved}` objects.
-pub(crate) fn parse_quota_usages(resp: &Response, key: &str) -> Result<QuotaUsages, OpenStackError> {
-    let map: BTreeMap<String, serde_json::Value> = resp.json_at(key)?;
+pub(crate) fn parse_quota_usages(
+    resp: &Response,
+    key: &str,
+) -> Result<QuotaUsages, OpenStackError> {
+    let body: serde_json::Value = resp.json()?;
+    quota_usages_from_json(&body, key).map_err(|e| resp.decode_error(e, &resp.body))
+}
+
+/// Parses a quota-usage body (`{"<key>": {"<resource>": {"limit", "in_use"|"used",
+/// "reserved"}, "id": ...}}`); entries that are not such objects are skipped.
+pub fn quota_usages_from_json(body: &serde_json::Value, key: &str) -> Result<QuotaUsages, String> {
+    let map = body
+        .get(key)
+        .and_then(|v| v.as_object())
+        .ok_or_else(|| format!("no {key:?} object"))?;
     let mut out = QuotaUsages::new();
     for (name, value) in map {
         if value.get("limit").is_some() {
-            out.insert(name, resp.decode_value(value)?);
-        }
-    }
-    Ok(out)
-}
-
-/// Parses a quota-usage body (for tests and for callers holding a body already).
-pub fn quota_usages_from_json(body: &serde_json::Value, key: &str) -> Result<QuotaUsages, serde_json::Error> {
-    let mut out = QuotaUsages::new();
-    if let Some(map) = body.get(key).and_then(|v| v.as_object()) {
-        for (name, value) in map {
-            if value.get("limit").is_some() {
-                out.insert(name.clone(), serde_json::from_value(value.clone())?);
-            }
+            let usage =
+                serde_json::from_value(value.clone()).map_err(|e| format!("{key}.{name}: {e}"))?;
+            out.insert(name.clone(), usage);
         }
     }
     Ok(out)

@@ -14,8 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::compute::{gone, optional};
-use super::error::OpenStackError;
+use super::error::{gone, optional, OpenStackError};
 use super::http::{Request, Service, Session};
 use super::{parse_quota_usages, QuotaUsages};
 
@@ -43,7 +42,11 @@ impl Query {
 
     /// Resources carrying every one of these tags.
     pub fn tags<S: AsRef<str>>(self, tags: &[S]) -> Self {
-        let joined = tags.iter().map(|t| t.as_ref()).collect::<Vec<_>>().join(",");
+        let joined = tags
+            .iter()
+            .map(|t| t.as_ref())
+            .collect::<Vec<_>>()
+            .join(",");
         self.eq("tags", &joined)
     }
 
@@ -365,7 +368,11 @@ pub struct FloatingIpCreate {
     pub tags: Vec<String>,
 }
 
-fn opt_insert(m: &mut serde_json::Map<String, serde_json::Value>, key: &str, v: &Option<impl serde::Serialize>) {
+fn opt_insert(
+    m: &mut serde_json::Map<String, serde_json::Value>,
+    key: &str,
+    v: &Option<impl serde::Serialize>,
+) {
     if let Some(v) = v {
         m.insert(key.into(), json!(v));
     }
@@ -463,14 +470,28 @@ impl PortCreate {
 pub type NetworkQuotaUsages = QuotaUsages;
 
 impl Network {
-    async fn list<T: DeserializeOwned>(&self, r: Resource, q: &Query) -> Result<Vec<T>, OpenStackError> {
-        self.session.list(S, r.collection(), q.0.clone(), r.list_key()).await
+    async fn list<T: DeserializeOwned>(
+        &self,
+        r: Resource,
+        q: &Query,
+    ) -> Result<Vec<T>, OpenStackError> {
+        self.session
+            .list(S, r.collection(), q.0.clone(), r.list_key())
+            .await
     }
 
-    async fn get<T: DeserializeOwned>(&self, r: Resource, id: &str) -> Result<Option<T>, OpenStackError> {
-        optional(self.session.send(&Request::get(S, format!("{}/{id}", r.collection()))).await)?
-            .map(|resp| resp.json_at(r.member()))
-            .transpose()
+    async fn get<T: DeserializeOwned>(
+        &self,
+        r: Resource,
+        id: &str,
+    ) -> Result<Option<T>, OpenStackError> {
+        optional(
+            self.session
+                .send(&Request::get(S, format!("{}/{id}", r.collection())))
+                .await,
+        )?
+        .map(|resp| resp.json_at(r.member()))
+        .transpose()
     }
 
     /// `DELETE`, retried while neutron says the resource is in use (409: e.g. ports still
@@ -510,7 +531,12 @@ impl Network {
     }
 
     /// `PUT /v2.0/{resource}/{id}/tags`: replaces all tags; returns them.
-    pub async fn set_tags(&self, r: Resource, id: &str, tags: &[String]) -> Result<Vec<String>, OpenStackError> {
+    pub async fn set_tags(
+        &self,
+        r: Resource,
+        id: &str,
+        tags: &[String],
+    ) -> Result<Vec<String>, OpenStackError> {
         self.session
             .send(&Request::put(
                 S,
@@ -531,7 +557,10 @@ impl Network {
             .session
             .neutron_extensions
             .get_or_try_init(|| async {
-                let exts: Vec<Ext> = self.session.list(S, "extensions", Vec::new(), "extensions").await?;
+                let exts: Vec<Ext> = self
+                    .session
+                    .list(S, "extensions", Vec::new(), "extensions")
+                    .await?;
                 Ok::<_, OpenStackError>(exts.into_iter().map(|e| e.alias).collect())
             })
             .await?;
@@ -550,7 +579,8 @@ impl Network {
 
     /// Networks with `router:external` (floating-IP pools).
     pub async fn list_external_networks(&self) -> Result<Vec<NetworkInfo>, OpenStackError> {
-        self.list_networks(&Query::new().eq("router:external", "true")).await
+        self.list_networks(&Query::new().eq("router:external", "true"))
+            .await
     }
 
     /// The one network visible to the project with this name (own, shared or external).
@@ -574,7 +604,11 @@ impl Network {
             _ => Err(OpenStackError::Ambiguous {
                 kind: "network",
                 name: name.to_owned(),
-                candidates: found.iter().map(|n| n.id.as_str()).collect::<Vec<_>>().join(", "),
+                candidates: found
+                    .iter()
+                    .map(|n| n.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             }),
         }
     }
@@ -603,7 +637,8 @@ impl Network {
     }
 
     pub async fn create_subnet(&self, s: &SubnetCreate) -> Result<Subnet, OpenStackError> {
-        self.create(Resource::Subnet, s.to_body(), &s.tags, false).await
+        self.create(Resource::Subnet, s.to_body(), &s.tags, false)
+            .await
     }
 
     pub async fn delete_subnet(&self, id: &str) -> Result<(), OpenStackError> {
@@ -627,14 +662,21 @@ impl Network {
             let mut gw = serde_json::Map::new();
             gw.insert("network_id".into(), json!(net));
             opt_insert(&mut gw, "enable_snat", &r.enable_snat);
-            m.insert("external_gateway_info".into(), serde_json::Value::Object(gw));
+            m.insert(
+                "external_gateway_info".into(),
+                serde_json::Value::Object(gw),
+            );
         }
         self.create(Resource::Router, json!({ "router": m }), &r.tags, false)
             .await
     }
 
     /// `PUT /routers/{id}/add_router_interface` with a subnet.
-    pub async fn add_router_interface(&self, router_id: &str, subnet_id: &str) -> Result<RouterInterface, OpenStackError> {
+    pub async fn add_router_interface(
+        &self,
+        router_id: &str,
+        subnet_id: &str,
+    ) -> Result<RouterInterface, OpenStackError> {
         self.session
             .send(
                 &Request::put(
@@ -649,7 +691,11 @@ impl Network {
     }
 
     /// `PUT /routers/{id}/remove_router_interface`; Ok if the interface (or router) is gone.
-    pub async fn remove_router_interface(&self, router_id: &str, subnet_id: &str) -> Result<(), OpenStackError> {
+    pub async fn remove_router_interface(
+        &self,
+        router_id: &str,
+        subnet_id: &str,
+    ) -> Result<(), OpenStackError> {
         gone(
             self.session
                 .send(
@@ -670,21 +716,38 @@ impl Network {
 
     // --- security groups
 
-    pub async fn list_security_groups(&self, q: &Query) -> Result<Vec<SecurityGroup>, OpenStackError> {
+    pub async fn list_security_groups(
+        &self,
+        q: &Query,
+    ) -> Result<Vec<SecurityGroup>, OpenStackError> {
         self.list(Resource::SecurityGroup, q).await
     }
 
     /// Creates the group (neutron adds its default egress rules).
-    pub async fn create_security_group(&self, g: &SecurityGroupCreate) -> Result<SecurityGroup, OpenStackError> {
+    pub async fn create_security_group(
+        &self,
+        g: &SecurityGroupCreate,
+    ) -> Result<SecurityGroup, OpenStackError> {
         let mut m = serde_json::Map::new();
         m.insert("name".into(), json!(g.name));
-        m.insert("description".into(), json!(g.description.clone().unwrap_or_default()));
-        self.create(Resource::SecurityGroup, json!({ "security_group": m }), &g.tags, false)
-            .await
+        m.insert(
+            "description".into(),
+            json!(g.description.clone().unwrap_or_default()),
+        );
+        self.create(
+            Resource::SecurityGroup,
+            json!({ "security_group": m }),
+            &g.tags,
+            false,
+        )
+        .await
     }
 
     /// A rule. An identical existing rule is a 409 ([`OpenStackError::is_conflict`]).
-    pub async fn create_security_group_rule(&self, r: &RuleCreate) -> Result<SecurityGroupRule, OpenStackError> {
+    pub async fn create_security_group_rule(
+        &self,
+        r: &RuleCreate,
+    ) -> Result<SecurityGroupRule, OpenStackError> {
         self.session
             .send(&Request::post(S, "security-group-rules", r.to_body()))
             .await?
@@ -711,7 +774,8 @@ impl Network {
 
     /// Ports of a device (a server's id, a router's id).
     pub async fn list_ports_by_device(&self, device_id: &str) -> Result<Vec<Port>, OpenStackError> {
-        self.list_ports(&Query::new().eq("device_id", device_id)).await
+        self.list_ports(&Query::new().eq("device_id", device_id))
+            .await
     }
 
     pub async fn get_port(&self, id: &str) -> Result<Option<Port>, OpenStackError> {
@@ -734,22 +798,38 @@ impl Network {
         self.list(Resource::FloatingIp, q).await
     }
 
-    pub async fn list_floating_ips_by_port(&self, port_id: &str) -> Result<Vec<FloatingIp>, OpenStackError> {
-        self.list_floating_ips(&Query::new().eq("port_id", port_id)).await
+    pub async fn list_floating_ips_by_port(
+        &self,
+        port_id: &str,
+    ) -> Result<Vec<FloatingIp>, OpenStackError> {
+        self.list_floating_ips(&Query::new().eq("port_id", port_id))
+            .await
     }
 
-    pub async fn create_floating_ip(&self, f: &FloatingIpCreate) -> Result<FloatingIp, OpenStackError> {
+    pub async fn create_floating_ip(
+        &self,
+        f: &FloatingIpCreate,
+    ) -> Result<FloatingIp, OpenStackError> {
         let mut m = serde_json::Map::new();
         m.insert("floating_network_id".into(), json!(f.floating_network_id));
         opt_insert(&mut m, "port_id", &f.port_id);
         opt_insert(&mut m, "fixed_ip_address", &f.fixed_ip_address);
         opt_insert(&mut m, "description", &f.description);
-        self.create(Resource::FloatingIp, json!({ "floatingip": m }), &f.tags, false)
-            .await
+        self.create(
+            Resource::FloatingIp,
+            json!({ "floatingip": m }),
+            &f.tags,
+            false,
+        )
+        .await
     }
 
     /// Associates the floating IP with a port (`Some`) or dissociates it (`None`).
-    pub async fn set_floating_ip_port(&self, id: &str, port_id: Option<&str>) -> Result<FloatingIp, OpenStackError> {
+    pub async fn set_floating_ip_port(
+        &self,
+        id: &str,
+        port_id: Option<&str>,
+    ) -> Result<FloatingIp, OpenStackError> {
         self.session
             .send(
                 &Request::put(
@@ -770,16 +850,25 @@ impl Network {
     // --- quotas
 
     /// `GET /v2.0/quotas/{project}/details.json`: limit, used, reserved per resource.
-    pub async fn quota_usage(&self, project_id: &str) -> Result<NetworkQuotaUsages, OpenStackError> {
+    pub async fn quota_usage(
+        &self,
+        project_id: &str,
+    ) -> Result<NetworkQuotaUsages, OpenStackError> {
         let resp = self
             .session
-            .send(&Request::get(S, format!("quotas/{project_id}/details.json")))
+            .send(&Request::get(
+                S,
+                format!("quotas/{project_id}/details.json"),
+            ))
             .await?;
         parse_quota_usages(&resp, "quota")
     }
 
     /// `GET /v2.0/quotas/{project}`: the limits only.
-    pub async fn quota_limits(&self, project_id: &str) -> Result<BTreeMap<String, i64>, OpenStackError> {
+    pub async fn quota_limits(
+        &self,
+        project_id: &str,
+    ) -> Result<BTreeMap<String, i64>, OpenStackError> {
         self.session
             .send(&Request::get(S, format!("quotas/{project_id}")))
             .await?

@@ -10,8 +10,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::compute::{gone, optional};
-use super::error::OpenStackError;
+use super::error::{gone, optional, OpenStackError};
 use super::http::{Request, Service, Session};
 use super::{parse_quota_usages, QuotaUsages};
 
@@ -52,7 +51,9 @@ impl Share {
     }
 
     pub fn is_error(&self) -> bool {
-        self.status.as_deref().is_some_and(|s| s.starts_with("error"))
+        self.status
+            .as_deref()
+            .is_some_and(|s| s.starts_with("error"))
     }
 }
 
@@ -151,7 +152,10 @@ impl ShareApi {
 
     /// `GET /shares/detail?metadata=...`: shares carrying all these metadata items (all
     /// shares of the project if empty).
-    pub async fn list_shares(&self, metadata: &BTreeMap<String, String>) -> Result<Vec<Share>, OpenStackError> {
+    pub async fn list_shares(
+        &self,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<Vec<Share>, OpenStackError> {
         let mut query = Vec::new();
         if !metadata.is_empty() {
             query.push(("metadata".to_owned(), metadata_filter(metadata)));
@@ -160,9 +164,13 @@ impl ShareApi {
     }
 
     pub async fn get_share(&self, id: &str) -> Result<Option<Share>, OpenStackError> {
-        optional(self.session.send(&Request::get(S, format!("shares/{id}"))).await)?
-            .map(|r| r.json_at("share"))
-            .transpose()
+        optional(
+            self.session
+                .send(&Request::get(S, format!("shares/{id}")))
+                .await,
+        )?
+        .map(|r| r.json_at("share"))
+        .transpose()
     }
 
     /// Asynchronous: the share goes `deleting`, then disappears. Ok if already gone.
@@ -175,7 +183,12 @@ impl ShareApi {
     }
 
     /// `allow_access` for an IP or CIDR; the rule starts `queued_to_apply`.
-    pub async fn allow_ip_access(&self, share_id: &str, cidr: &str, read_write: bool) -> Result<AccessRule, OpenStackError> {
+    pub async fn allow_ip_access(
+        &self,
+        share_id: &str,
+        cidr: &str,
+        read_write: bool,
+    ) -> Result<AccessRule, OpenStackError> {
         let body = json!({
             "allow_access": {
                 "access_type": "ip",
@@ -190,7 +203,10 @@ impl ShareApi {
     }
 
     /// `GET /share-access-rules?share_id=...` (2.45+).
-    pub async fn list_access_rules(&self, share_id: &str) -> Result<Vec<AccessRule>, OpenStackError> {
+    pub async fn list_access_rules(
+        &self,
+        share_id: &str,
+    ) -> Result<Vec<AccessRule>, OpenStackError> {
         self.session
             .list(
                 S,
@@ -206,13 +222,19 @@ impl ShareApi {
         let body = json!({ "deny_access": { "access_id": access_id } });
         gone(
             self.session
-                .send(&Request::post(S, format!("shares/{share_id}/action"), body).retry_on_conflict())
+                .send(
+                    &Request::post(S, format!("shares/{share_id}/action"), body)
+                        .retry_on_conflict(),
+                )
                 .await,
         )
     }
 
     /// `GET /shares/{id}/export_locations`.
-    pub async fn export_locations(&self, share_id: &str) -> Result<Vec<ExportLocation>, OpenStackError> {
+    pub async fn export_locations(
+        &self,
+        share_id: &str,
+    ) -> Result<Vec<ExportLocation>, OpenStackError> {
         self.session
             .list(
                 S,
@@ -228,7 +250,11 @@ impl ShareApi {
         struct L {
             absolute: ShareLimits,
         }
-        let l: L = self.session.send(&Request::get(S, "limits")).await?.json_at("limits")?;
+        let l: L = self
+            .session
+            .send(&Request::get(S, "limits"))
+            .await?
+            .json_at("limits")?;
         Ok(l.absolute)
     }
 

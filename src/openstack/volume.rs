@@ -10,8 +10,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::compute::{gone, optional};
-use super::error::OpenStackError;
+use super::error::{gone, optional, OpenStackError};
 use super::http::{Request, Service, Session};
 use super::share::metadata_filter;
 use super::{parse_quota_usages, QuotaUsages};
@@ -103,18 +102,27 @@ impl VolumeApi {
     }
 
     /// `GET /volumes/detail?metadata=...`: volumes carrying all these metadata items.
-    pub async fn list_volumes(&self, metadata: &BTreeMap<String, String>) -> Result<Vec<Volume>, OpenStackError> {
+    pub async fn list_volumes(
+        &self,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<Vec<Volume>, OpenStackError> {
         let mut query = Vec::new();
         if !metadata.is_empty() {
             query.push(("metadata".to_owned(), metadata_filter(metadata)));
         }
-        self.session.list(S, "volumes/detail", query, "volumes").await
+        self.session
+            .list(S, "volumes/detail", query, "volumes")
+            .await
     }
 
     pub async fn get_volume(&self, id: &str) -> Result<Option<Volume>, OpenStackError> {
-        optional(self.session.send(&Request::get(S, format!("volumes/{id}"))).await)?
-            .map(|r| r.json_at("volume"))
-            .transpose()
+        optional(
+            self.session
+                .send(&Request::get(S, format!("volumes/{id}")))
+                .await,
+        )?
+        .map(|r| r.json_at("volume"))
+        .transpose()
     }
 
     /// Asynchronous (the volume goes `deleting`); retried while busy; Ok if already gone.
@@ -131,7 +139,11 @@ impl VolumeApi {
         struct L {
             absolute: VolumeLimits,
         }
-        let l: L = self.session.send(&Request::get(S, "limits")).await?.json_at("limits")?;
+        let l: L = self
+            .session
+            .send(&Request::get(S, "limits"))
+            .await?
+            .json_at("limits")?;
         Ok(l.absolute)
     }
 

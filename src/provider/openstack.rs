@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use crate::apply::{Provider, ProviderError};
 use crate::openstack::{
-    self, CloudConfig, FloatingIpCreate, Interface, NetworkCreate, OpenStack, OpenStackError, Query, Remote, Resource,
-    RouterCreate, RuleCreate, SecurityGroupCreate, Server, ServerCreate, ServerFilter, ServerNetwork, ServerStatus,
-    ShareCreate, SubnetCreate, VolumeCreate,
+    self, CloudConfig, FloatingIpCreate, Interface, NetworkCreate, OpenStack, OpenStackError,
+    Query, Remote, Resource, RouterCreate, RuleCreate, SecurityGroupCreate, Server, ServerCreate,
+    ServerFilter, ServerNetwork, ServerStatus, ShareCreate, SubnetCreate, VolumeCreate,
 };
 use crate::plan::{FlavorSize, Health, Kind, Names, Observed, Quota, RuleSource, Spec};
 use crate::profile::{nearest, Profile};
@@ -26,7 +26,6 @@ pub fn tag(cluster: &str) -> String {
     format!("hvd-cluster:{cluster}")
 }
 pub const META_KEY: &str = "hvd-cluster";
-
 
 /// Names the profile uses, resolved to cloud ids before any change is made.
 #[derive(Debug, Default, Clone)]
@@ -60,18 +59,24 @@ impl OpenStackProvider {
         region: Option<&str>,
         interface: Option<&str>,
     ) -> Result<OpenStackProvider, ProviderError> {
-        let mut config = CloudConfig::load(cloud).map_err(|e| ProviderError::Cloud(e.to_string()))?;
+        let mut config =
+            CloudConfig::load(cloud).map_err(|e| ProviderError::Cloud(e.to_string()))?;
         if let Some(region) = region {
             config.region = Some(region.to_string());
         }
         if let Some(interface) = interface {
-            config.interface = Interface::parse(interface).ok_or_else(|| ProviderError::Resolve {
-                what: format!("interface `{interface}`"),
-                detail: "must be public, internal or admin".into(),
-            })?;
+            config.interface =
+                Interface::parse(interface).ok_or_else(|| ProviderError::Resolve {
+                    what: format!("interface `{interface}`"),
+                    detail: "must be public, internal or admin".into(),
+                })?;
         }
         let os = OpenStack::connect(&config).await?;
-        Ok(OpenStackProvider { os, resolved: Resolved::default(), public_key: None })
+        Ok(OpenStackProvider {
+            os,
+            resolved: Resolved::default(),
+            public_key: None,
+        })
     }
 
     pub fn client(&self) -> &OpenStack {
@@ -97,11 +102,16 @@ impl OpenStackProvider {
             wanted_flavors.extend(p.workers.flavor.as_deref());
         }
         for name in wanted_flavors {
-            let found = flavors.iter().find(|f| f.name == name || f.id == name).ok_or_else(|| {
-                let names: Vec<&str> = flavors.iter().map(|f| f.name.as_str()).collect();
-                not_found("flavor", name, &names)
-            })?;
-            self.resolved.flavors.insert(name.to_string(), found.clone());
+            let found = flavors
+                .iter()
+                .find(|f| f.name == name || f.id == name)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = flavors.iter().map(|f| f.name.as_str()).collect();
+                    not_found("flavor", name, &names)
+                })?;
+            self.resolved
+                .flavors
+                .insert(name.to_string(), found.clone());
         }
 
         let image = self.os.image();
@@ -134,10 +144,15 @@ impl OpenStackProvider {
         if !wanted_networks.is_empty() {
             let all = network.list_networks(&Query::new()).await?;
             for name in wanted_networks {
-                let found = all.iter().filter(|n| n.name == name || n.id == name).collect::<Vec<_>>();
+                let found = all
+                    .iter()
+                    .filter(|n| n.name == name || n.id == name)
+                    .collect::<Vec<_>>();
                 match found.as_slice() {
                     [one] => {
-                        self.resolved.networks.insert(name.to_string(), one.id.clone());
+                        self.resolved
+                            .networks
+                            .insert(name.to_string(), one.id.clone());
                     }
                     [] => {
                         let names: Vec<&str> = all.iter().map(|n| n.name.as_str()).collect();
@@ -157,12 +172,19 @@ impl OpenStackProvider {
 
     /// Quota size of a resolved flavor.
     pub fn flavor_size(&self, name: &str) -> Option<FlavorSize> {
-        self.resolved.flavors.get(name).map(|f| FlavorSize { vcpus: f.vcpus, ram_mb: f.ram })
+        self.resolved.flavors.get(name).map(|f| FlavorSize {
+            vcpus: f.vcpus,
+            ram_mb: f.ram,
+        })
     }
 
     /// GPUs a flavor carries, read from its extra specs.
     pub fn flavor_gpus(&self, name: &str) -> u32 {
-        self.resolved.flavors.get(name).map(|f| gpus_in_extra_specs(&f.extra_specs)).unwrap_or(0)
+        self.resolved
+            .flavors
+            .get(name)
+            .map(|f| gpus_in_extra_specs(&f.extra_specs))
+            .unwrap_or(0)
     }
 
     /// The project's limits and usage, named as in [`crate::plan::QuotaDelta`]. Services the
@@ -171,9 +193,27 @@ impl OpenStackProvider {
         let project = self.os.project_id().to_string();
         let mut out = BTreeMap::new();
         let limits = self.os.compute().limits().await?;
-        out.insert("instances", Quota { limit: limits.max_total_instances, in_use: limits.total_instances_used });
-        out.insert("cores", Quota { limit: limits.max_total_cores, in_use: limits.total_cores_used });
-        out.insert("ram_mb", Quota { limit: limits.max_total_ram_size, in_use: limits.total_ram_used });
+        out.insert(
+            "instances",
+            Quota {
+                limit: limits.max_total_instances,
+                in_use: limits.total_instances_used,
+            },
+        );
+        out.insert(
+            "cores",
+            Quota {
+                limit: limits.max_total_cores,
+                in_use: limits.total_cores_used,
+            },
+        );
+        out.insert(
+            "ram_mb",
+            Quota {
+                limit: limits.max_total_ram_size,
+                in_use: limits.total_ram_used,
+            },
+        );
         let net = self.os.network().quota_usage(&project).await?;
         for (ours, theirs) in [
             ("floating_ips", "floatingip"),
@@ -184,21 +224,45 @@ impl OpenStackProvider {
             ("security_group_rules", "security_group_rule"),
         ] {
             if let Some(q) = net.get(theirs) {
-                out.insert(ours, Quota { limit: q.limit, in_use: q.in_use + q.reserved });
+                out.insert(
+                    ours,
+                    Quota {
+                        limit: q.limit,
+                        in_use: q.in_use + q.reserved,
+                    },
+                );
             }
         }
         if let Ok(share) = self.os.share().limits().await {
-            out.insert("shares", Quota { limit: share.max_total_shares, in_use: share.total_shares_used });
+            out.insert(
+                "shares",
+                Quota {
+                    limit: share.max_total_shares,
+                    in_use: share.total_shares_used,
+                },
+            );
             out.insert(
                 "share_gigabytes",
-                Quota { limit: share.max_total_share_gigabytes, in_use: share.total_share_gigabytes_used },
+                Quota {
+                    limit: share.max_total_share_gigabytes,
+                    in_use: share.total_share_gigabytes_used,
+                },
             );
         }
         if let Ok(vol) = self.os.volume().limits().await {
-            out.insert("volumes", Quota { limit: vol.max_total_volumes, in_use: vol.total_volumes_used });
+            out.insert(
+                "volumes",
+                Quota {
+                    limit: vol.max_total_volumes,
+                    in_use: vol.total_volumes_used,
+                },
+            );
             out.insert(
                 "volume_gigabytes",
-                Quota { limit: vol.max_total_volume_gigabytes, in_use: vol.total_gigabytes_used },
+                Quota {
+                    limit: vol.max_total_volume_gigabytes,
+                    in_use: vol.total_gigabytes_used,
+                },
             );
         }
         Ok(out)
@@ -207,20 +271,38 @@ impl OpenStackProvider {
     /// Every server of the cluster with its addresses, master first.
     pub async fn nodes(&self, cluster: &str) -> Result<Vec<Node>, ProviderError> {
         let servers = self.servers(cluster).await?;
-        let fips = self.os.network().list_floating_ips(&Query::new().tags(&[tag(cluster)])).await?;
+        let fips = self
+            .os
+            .network()
+            .list_floating_ips(&Query::new().tags(&[tag(cluster)]))
+            .await?;
         let mut nodes: Vec<Node> = servers
             .iter()
             .filter(|s| s.status != ServerStatus::Deleted)
             .map(|s| {
                 let private_ip = s.addresses_of_kind("fixed").first().map(|a| a.to_string());
-                let public_ip = s.addresses_of_kind("floating").first().map(|a| a.to_string()).or_else(|| {
-                    let fixed = private_ip.as_deref()?;
-                    fips.iter().find(|f| f.fixed_ip_address.as_deref() == Some(fixed)).map(|f| f.floating_ip_address.clone())
-                });
-                let gpus = s.flavor.as_ref().map(|f| gpus_in_extra_specs(&f.extra_specs)).unwrap_or(0);
+                let public_ip = s
+                    .addresses_of_kind("floating")
+                    .first()
+                    .map(|a| a.to_string())
+                    .or_else(|| {
+                        let fixed = private_ip.as_deref()?;
+                        fips.iter()
+                            .find(|f| f.fixed_ip_address.as_deref() == Some(fixed))
+                            .map(|f| f.floating_ip_address.clone())
+                    });
+                let gpus = s
+                    .flavor
+                    .as_ref()
+                    .map(|f| gpus_in_extra_specs(&f.extra_specs))
+                    .unwrap_or(0);
                 Node {
                     name: s.name.clone().unwrap_or_default(),
-                    role: s.metadata.get("hvd-role").cloned().unwrap_or_else(|| "worker".into()),
+                    role: s
+                        .metadata
+                        .get("hvd-role")
+                        .cloned()
+                        .unwrap_or_else(|| "worker".into()),
                     private_ip,
                     public_ip,
                     slots: gpus.max(1),
@@ -233,19 +315,31 @@ impl OpenStackProvider {
     }
 
     async fn servers(&self, cluster: &str) -> Result<Vec<Server>, ProviderError> {
-        let filter = ServerFilter { tags: vec![tag(cluster)], name: None };
+        let filter = ServerFilter {
+            tags: vec![tag(cluster)],
+            name: None,
+        };
         Ok(self.os.compute().list_servers(&filter).await?)
     }
 
     /// Neutron resources of one kind: by tag, plus the fixed names (see the module comment).
-    async fn neutron_kind(&self, cluster: &str, kind: Kind) -> Result<Vec<Observed>, ProviderError> {
+    async fn neutron_kind(
+        &self,
+        cluster: &str,
+        kind: Kind,
+    ) -> Result<Vec<Observed>, ProviderError> {
         let n = Names(cluster);
         let net = self.os.network();
         let by_tag = Query::new().tags(&[tag(cluster)]);
         let mut out: Vec<Observed> = Vec::new();
         let mut push = |name: String, id: String, health: Health| {
             if !out.iter().any(|o: &Observed| o.id == id) {
-                out.push(Observed { kind, name, id, health });
+                out.push(Observed {
+                    kind,
+                    name,
+                    id,
+                    health,
+                });
             }
         };
         match kind {
@@ -272,7 +366,11 @@ impl OpenStackProvider {
                 }
             }
             Kind::SecurityGroup => {
-                for q in [by_tag, Query::new().name(&n.nodes_group()), Query::new().name(&n.master_group())] {
+                for q in [
+                    by_tag,
+                    Query::new().name(&n.nodes_group()),
+                    Query::new().name(&n.master_group()),
+                ] {
                     for x in net.list_security_groups(&q).await? {
                         let health = completeness(x.tags.contains(&tag(cluster)));
                         push(x.name, x.id, health);
@@ -282,9 +380,17 @@ impl OpenStackProvider {
             Kind::FloatingIp => {
                 for q in [by_tag, Query::new().eq("description", &n.floating_ip())] {
                     for x in net.list_floating_ips(&q).await? {
-                        let name = x.description.clone().filter(|d| !d.is_empty()).unwrap_or_else(|| n.floating_ip());
+                        let name = x
+                            .description
+                            .clone()
+                            .filter(|d| !d.is_empty())
+                            .unwrap_or_else(|| n.floating_ip());
                         // Created but not yet on the master's port: replace it.
-                        let health = if x.port_id.is_some() { Health::Ready } else { Health::Failed("not associated".into()) };
+                        let health = if x.port_id.is_some() {
+                            Health::Ready
+                        } else {
+                            Health::Failed("not associated".into())
+                        };
                         push(name, x.id, health);
                     }
                 }
@@ -294,21 +400,38 @@ impl OpenStackProvider {
         Ok(out)
     }
 
-    async fn observe_kind(&self, cluster: &str, kind: Kind) -> Result<Vec<Observed>, ProviderError> {
+    /// One kind's resources. `deleting` keeps servers Nova still lists as DELETED (for a
+    /// minute after delete), so a deletion wait ends only when the server is really gone.
+    async fn observe_kind(
+        &self,
+        cluster: &str,
+        kind: Kind,
+        deleting: bool,
+    ) -> Result<Vec<Observed>, ProviderError> {
         let n = Names(cluster);
         match kind {
             Kind::Keypair => Ok(match self.os.compute().get_keypair(&n.keypair()).await? {
-                Some(k) => vec![Observed { kind, name: k.name.clone(), id: k.name, health: Health::Ready }],
+                Some(k) => vec![Observed {
+                    kind,
+                    name: k.name.clone(),
+                    id: k.name,
+                    health: Health::Ready,
+                }],
                 None => vec![],
             }),
-            Kind::Network | Kind::Subnet | Kind::Router | Kind::SecurityGroup | Kind::FloatingIp => {
-                self.neutron_kind(cluster, kind).await
-            }
+            Kind::Network
+            | Kind::Subnet
+            | Kind::Router
+            | Kind::SecurityGroup
+            | Kind::FloatingIp => self.neutron_kind(cluster, kind).await,
             Kind::Server => Ok(self
                 .servers(cluster)
                 .await?
                 .into_iter()
-                .filter(|s| !matches!(s.status, ServerStatus::Deleted | ServerStatus::SoftDeleted))
+                .filter(|s| {
+                    deleting
+                        || !matches!(s.status, ServerStatus::Deleted | ServerStatus::SoftDeleted)
+                })
                 .map(|s| Observed {
                     kind,
                     name: s.name.clone().unwrap_or_default(),
@@ -337,11 +460,18 @@ impl OpenStackProvider {
                                 Health::Pending
                             }
                         }
-                        Some(st) if st.starts_with("error") => Health::Failed(format!("share status {st}")),
+                        Some(st) if st.starts_with("error") => {
+                            Health::Failed(format!("share status {st}"))
+                        }
                         Some("deleting") => continue,
                         _ => Health::Pending,
                     };
-                    out.push(Observed { kind, name: s.name.unwrap_or_default(), id: s.id, health });
+                    out.push(Observed {
+                        kind,
+                        name: s.name.unwrap_or_default(),
+                        id: s.id,
+                        health,
+                    });
                 }
                 Ok(out)
             }
@@ -357,15 +487,31 @@ impl OpenStackProvider {
                     if kind == Kind::Volume {
                         let health = match v.status.as_str() {
                             "available" | "in-use" => Health::Ready,
-                            st if st.starts_with("error") => Health::Failed(format!("volume status {st}")),
+                            st if st.starts_with("error") => {
+                                Health::Failed(format!("volume status {st}"))
+                            }
                             "deleting" => continue,
                             _ => Health::Pending,
                         };
-                        out.push(Observed { kind, name: v.name.clone().unwrap_or_default(), id: v.id.clone(), health });
+                        out.push(Observed {
+                            kind,
+                            name: v.name.clone().unwrap_or_default(),
+                            id: v.id.clone(),
+                            health,
+                        });
                     } else if let Some(a) = v.attachments.first() {
-                        let health = if v.status == "in-use" { Health::Ready } else { Health::Pending };
+                        let health = if v.status == "in-use" {
+                            Health::Ready
+                        } else {
+                            Health::Pending
+                        };
                         let server = a.server_id.clone().unwrap_or_default();
-                        out.push(Observed { kind, name: n.volume_attachment(), id: format!("{server}/{}", v.id), health });
+                        out.push(Observed {
+                            kind,
+                            name: n.volume_attachment(),
+                            id: format!("{server}/{}", v.id),
+                            health,
+                        });
                     }
                 }
                 Ok(out)
@@ -373,7 +519,13 @@ impl OpenStackProvider {
         }
     }
 
-    async fn create_security_group(&self, cluster: &str, name: &str, rules: &[crate::plan::Rule], ids: &BTreeMap<String, String>) -> Result<String, ProviderError> {
+    async fn create_security_group(
+        &self,
+        cluster: &str,
+        name: &str,
+        rules: &[crate::plan::Rule],
+        ids: &BTreeMap<String, String>,
+    ) -> Result<String, ProviderError> {
         let net = self.os.network();
         let group = net
             .create_security_group(&SecurityGroupCreate {
@@ -398,11 +550,19 @@ impl OpenStackProvider {
             })
             .await?;
         }
-        net.set_tags(Resource::SecurityGroup, &group.id, &[tag(cluster)]).await?;
+        net.set_tags(Resource::SecurityGroup, &group.id, &[tag(cluster)])
+            .await?;
         Ok(group.id)
     }
 
-    async fn create_router(&self, cluster: &str, name: &str, external: &str, subnet: &str, ids: &BTreeMap<String, String>) -> Result<String, ProviderError> {
+    async fn create_router(
+        &self,
+        cluster: &str,
+        name: &str,
+        external: &str,
+        subnet: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<String, ProviderError> {
         let net = self.os.network();
         let external_id = self.network_id(external)?;
         let router = net
@@ -413,21 +573,34 @@ impl OpenStackProvider {
                 ..RouterCreate::default()
             })
             .await?;
-        net.add_router_interface(&router.id, lookup(ids, subnet)?).await?;
-        net.set_tags(Resource::Router, &router.id, &[tag(cluster)]).await?;
+        net.add_router_interface(&router.id, lookup(ids, subnet)?)
+            .await?;
+        net.set_tags(Resource::Router, &router.id, &[tag(cluster)])
+            .await?;
         Ok(router.id)
     }
 
     fn network_id(&self, name: &str) -> Result<String, ProviderError> {
-        self.resolved.networks.get(name).cloned().ok_or_else(|| ProviderError::Resolve {
-            what: format!("network `{name}`"),
-            detail: "was not resolved before use".into(),
-        })
+        self.resolved
+            .networks
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ProviderError::Resolve {
+                what: format!("network `{name}`"),
+                detail: "was not resolved before use".into(),
+            })
     }
 
     /// Creates the share, waits until it is available (one share: a GET per tick is fine),
     /// then grants the subnet read-write NFS access.
-    async fn create_share(&self, cluster: &str, name: &str, size_gb: u32, share_type: Option<&str>, cidr: &str) -> Result<String, ProviderError> {
+    async fn create_share(
+        &self,
+        cluster: &str,
+        name: &str,
+        size_gb: u32,
+        share_type: Option<&str>,
+        cidr: &str,
+    ) -> Result<String, ProviderError> {
         let api = self.os.share();
         let share = api
             .create_share(&ShareCreate {
@@ -450,7 +623,9 @@ impl OpenStackProvider {
                     )))
                 }
                 _ if started.elapsed() > Duration::from_secs(300) => {
-                    return Err(ProviderError::Cloud(format!("share {name} not available after 300s")))
+                    return Err(ProviderError::Cloud(format!(
+                        "share {name} not available after 300s"
+                    )))
                 }
                 _ => tokio::time::sleep(Duration::from_secs(2)).await,
             }
@@ -459,11 +634,22 @@ impl OpenStackProvider {
         Ok(share.id)
     }
 
-    async fn create_floating_ip(&self, cluster: &str, name: &str, pool: &str, server: &str, ids: &BTreeMap<String, String>) -> Result<String, ProviderError> {
+    async fn create_floating_ip(
+        &self,
+        cluster: &str,
+        name: &str,
+        pool: &str,
+        server: &str,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<String, ProviderError> {
         let server_id = lookup(ids, server)?;
         let net = self.os.network();
         let ports = net.list_ports_by_device(server_id).await?;
-        let port = ports.first().ok_or_else(|| ProviderError::Cloud(format!("server {server} has no port to put a floating IP on")))?;
+        let port = ports.first().ok_or_else(|| {
+            ProviderError::Cloud(format!(
+                "server {server} has no port to put a floating IP on"
+            ))
+        })?;
         let fip = net
             .create_floating_ip(&FloatingIpCreate {
                 floating_network_id: self.network_id(pool)?,
@@ -476,23 +662,49 @@ impl OpenStackProvider {
         Ok(fip.id)
     }
 
-    async fn create_server(&self, cluster: &str, d: &crate::plan::Desired, ids: &BTreeMap<String, String>) -> Result<String, ProviderError> {
-        let Spec::Server { role, index, flavor, image, security_groups, network } = &d.spec else {
+    async fn create_server(
+        &self,
+        cluster: &str,
+        d: &crate::plan::Desired,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<String, ProviderError> {
+        let Spec::Server {
+            role,
+            index,
+            flavor,
+            image,
+            security_groups,
+            network,
+        } = &d.spec
+        else {
             return Err(ProviderError::Cloud(format!("{} is not a server", d.name)));
         };
-        let flavor_id = self.resolved.flavors.get(flavor).map(|f| f.id.clone()).ok_or_else(|| ProviderError::Resolve {
-            what: format!("flavor `{flavor}`"),
-            detail: "was not resolved before use".into(),
-        })?;
-        let image_id = self.resolved.images.get(image).cloned().ok_or_else(|| ProviderError::Resolve {
-            what: format!("image `{image}`"),
-            detail: "was not resolved before use".into(),
-        })?;
+        let flavor_id = self
+            .resolved
+            .flavors
+            .get(flavor)
+            .map(|f| f.id.clone())
+            .ok_or_else(|| ProviderError::Resolve {
+                what: format!("flavor `{flavor}`"),
+                detail: "was not resolved before use".into(),
+            })?;
+        let image_id =
+            self.resolved
+                .images
+                .get(image)
+                .cloned()
+                .ok_or_else(|| ProviderError::Resolve {
+                    what: format!("image `{image}`"),
+                    detail: "was not resolved before use".into(),
+                })?;
         let network_id = match ids.get(network) {
             Some(id) => id.clone(),
             None => self.network_id(network)?,
         };
-        let groups = security_groups.iter().map(|g| lookup(ids, g).map(str::to_string)).collect::<Result<Vec<_>, _>>()?;
+        let groups = security_groups
+            .iter()
+            .map(|g| lookup(ids, g).map(str::to_string))
+            .collect::<Result<Vec<_>, _>>()?;
         let role_name = match role {
             crate::plan::Role::Master => "master",
             crate::plan::Role::Worker => "worker",
@@ -523,27 +735,49 @@ impl OpenStackProvider {
 impl Provider for OpenStackProvider {
     async fn observe(&self, cluster: &str) -> Result<Vec<Observed>, ProviderError> {
         let kinds = crate::plan::Kind::ALL;
-        let found = futures::future::try_join_all(kinds.iter().map(|k| self.observe_kind(cluster, *k))).await?;
+        let found = futures::future::try_join_all(
+            kinds.iter().map(|k| self.observe_kind(cluster, *k, false)),
+        )
+        .await?;
         Ok(found.into_iter().flatten().collect())
     }
 
     async fn poll(&self, cluster: &str, kind: Kind) -> Result<Vec<Observed>, ProviderError> {
-        self.observe_kind(cluster, kind).await
+        self.observe_kind(cluster, kind, true).await
     }
 
-    async fn create(&self, cluster: &str, d: &crate::plan::Desired, ids: &BTreeMap<String, String>) -> Result<String, ProviderError> {
+    async fn create(
+        &self,
+        cluster: &str,
+        d: &crate::plan::Desired,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<String, ProviderError> {
         let net = self.os.network();
         match &d.spec {
             Spec::Keypair => {
-                let key = self.public_key.as_deref().ok_or_else(|| ProviderError::Cloud("no public key to import".into()))?;
+                let key = self
+                    .public_key
+                    .as_deref()
+                    .ok_or_else(|| ProviderError::Cloud("no public key to import".into()))?;
                 Ok(self.os.compute().import_keypair(&d.name, key).await?.name)
             }
-            Spec::SecurityGroup { rules } => self.create_security_group(cluster, &d.name, rules, ids).await,
+            Spec::SecurityGroup { rules } => {
+                self.create_security_group(cluster, &d.name, rules, ids)
+                    .await
+            }
             Spec::Network => Ok(net
-                .create_network(&NetworkCreate { name: d.name.clone(), tags: vec![tag(cluster)], ..NetworkCreate::default() })
+                .create_network(&NetworkCreate {
+                    name: d.name.clone(),
+                    tags: vec![tag(cluster)],
+                    ..NetworkCreate::default()
+                })
                 .await?
                 .id),
-            Spec::Subnet { network, cidr, dns_nameservers } => Ok(net
+            Spec::Subnet {
+                network,
+                cidr,
+                dns_nameservers,
+            } => Ok(net
                 .create_subnet(&SubnetCreate {
                     name: d.name.clone(),
                     network_id: lookup(ids, network)?.to_string(),
@@ -556,9 +790,27 @@ impl Provider for OpenStackProvider {
                 })
                 .await?
                 .id),
-            Spec::Router { external_network, subnet } => self.create_router(cluster, &d.name, external_network, subnet, ids).await,
-            Spec::Share { size_gb, share_type, access_cidr, .. } => {
-                self.create_share(cluster, &d.name, *size_gb, share_type.as_deref(), access_cidr).await
+            Spec::Router {
+                external_network,
+                subnet,
+            } => {
+                self.create_router(cluster, &d.name, external_network, subnet, ids)
+                    .await
+            }
+            Spec::Share {
+                size_gb,
+                share_type,
+                access_cidr,
+                ..
+            } => {
+                self.create_share(
+                    cluster,
+                    &d.name,
+                    *size_gb,
+                    share_type.as_deref(),
+                    access_cidr,
+                )
+                .await
             }
             Spec::Volume { size_gb } => Ok(self
                 .os
@@ -572,11 +824,17 @@ impl Provider for OpenStackProvider {
                 .await?
                 .id),
             Spec::Server { .. } => self.create_server(cluster, d, ids).await,
-            Spec::FloatingIp { pool, server } => self.create_floating_ip(cluster, &d.name, pool, server, ids).await,
+            Spec::FloatingIp { pool, server } => {
+                self.create_floating_ip(cluster, &d.name, pool, server, ids)
+                    .await
+            }
             Spec::VolumeAttachment { volume, server } => {
                 let server_id = lookup(ids, server)?;
                 let volume_id = lookup(ids, volume)?;
-                self.os.compute().attach_volume(server_id, volume_id, None).await?;
+                self.os
+                    .compute()
+                    .attach_volume(server_id, volume_id, None)
+                    .await?;
                 Ok(format!("{server_id}/{volume_id}"))
             }
         }
@@ -628,9 +886,15 @@ fn completeness(tagged: bool) -> Health {
 fn server_health(s: &Server) -> Health {
     match &s.status {
         ServerStatus::Active => Health::Ready,
-        ServerStatus::Build | ServerStatus::Unknown => Health::Pending,
+        ServerStatus::Build
+        | ServerStatus::Unknown
+        | ServerStatus::Deleted
+        | ServerStatus::SoftDeleted => Health::Pending,
         ServerStatus::Error => Health::Failed(
-            s.fault.as_ref().map(|f| format!("ERROR: {}", f.message)).unwrap_or_else(|| "ERROR (no fault given)".into()),
+            s.fault
+                .as_ref()
+                .map(|f| format!("ERROR: {}", f.message))
+                .unwrap_or_else(|| "ERROR (no fault given)".into()),
         ),
         ServerStatus::Shutoff => Health::Failed("SHUTOFF".into()),
         other => Health::Failed(format!("{other:?}")),
@@ -638,7 +902,11 @@ fn server_health(s: &Server) -> Health {
 }
 
 fn lookup<'a>(ids: &'a BTreeMap<String, String>, name: &str) -> Result<&'a str, ProviderError> {
-    ids.get(name).map(String::as_str).ok_or_else(|| ProviderError::Cloud(format!("{name} does not exist yet (it is created earlier in the plan)")))
+    ids.get(name).map(String::as_str).ok_or_else(|| {
+        ProviderError::Cloud(format!(
+            "{name} does not exist yet (it is created earlier in the plan)"
+        ))
+    })
 }
 
 fn not_found(what: &str, name: &str, available: &[&str]) -> ProviderError {
@@ -652,23 +920,41 @@ fn not_found(what: &str, name: &str, available: &[&str]) -> ProviderError {
         sorted.dedup();
         detail.push_str(&format!(" (available: {})", sorted.join(", ")));
     }
-    ProviderError::Resolve { what: format!("{what} `{name}`"), detail }
+    ProviderError::Resolve {
+        what: format!("{what} `{name}`"),
+        detail,
+    }
 }
 
 fn worker_number(name: &str) -> u32 {
-    name.rsplit('-').next().and_then(|n| n.parse().ok()).unwrap_or(0)
+    name.rsplit('-')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 /// GPUs named in a flavor's extra specs: `pci_passthrough:alias` ("a100:2,t4:1"),
 /// `resources:VGPU` / `resources:PGPU`, or a cloud's own `gpu:count` / `gpus`.
 pub fn gpus_in_extra_specs(specs: &BTreeMap<String, String>) -> u32 {
     if let Some(alias) = specs.get("pci_passthrough:alias") {
-        let n: u32 = alias.split(',').filter_map(|a| a.rsplit_once(':').and_then(|(_, n)| n.trim().parse::<u32>().ok())).sum();
+        let n: u32 = alias
+            .split(',')
+            .filter_map(|a| {
+                a.rsplit_once(':')
+                    .and_then(|(_, n)| n.trim().parse::<u32>().ok())
+            })
+            .sum();
         if n > 0 {
             return n;
         }
     }
-    for key in ["resources:VGPU", "resources:PGPU", "gpu:count", "gpus", "gpu_count"] {
+    for key in [
+        "resources:VGPU",
+        "resources:PGPU",
+        "gpu:count",
+        "gpus",
+        "gpu_count",
+    ] {
         if let Some(n) = specs.get(key).and_then(|v| v.trim().parse::<u32>().ok()) {
             return n;
         }
@@ -682,12 +968,29 @@ mod tests {
 
     #[test]
     fn gpus_from_extra_specs() {
-        let specs = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>();
-        assert_eq!(gpus_in_extra_specs(&specs(&[("pci_passthrough:alias", "a100:2")])), 2);
-        assert_eq!(gpus_in_extra_specs(&specs(&[("pci_passthrough:alias", "a100:2,t4:1")])), 3);
+        let specs = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        assert_eq!(
+            gpus_in_extra_specs(&specs(&[("pci_passthrough:alias", "a100:2")])),
+            2
+        );
+        assert_eq!(
+            gpus_in_extra_specs(&specs(&[("pci_passthrough:alias", "a100:2,t4:1")])),
+            3
+        );
         assert_eq!(gpus_in_extra_specs(&specs(&[("resources:VGPU", "1")])), 1);
-        assert_eq!(gpus_in_extra_specs(&specs(&[("gpu:model", "nvidia-a100"), ("gpu:count", "4")])), 4);
-        assert_eq!(gpus_in_extra_specs(&specs(&[("hw:cpu_policy", "dedicated")])), 0);
+        assert_eq!(
+            gpus_in_extra_specs(&specs(&[("gpu:model", "nvidia-a100"), ("gpu:count", "4")])),
+            4
+        );
+        assert_eq!(
+            gpus_in_extra_specs(&specs(&[("hw:cpu_policy", "dedicated")])),
+            0
+        );
     }
 
     #[test]

@@ -1,0 +1,402 @@
+//! SSH to the nodes through the openssh crate, multiplexed, over a generated per-cluster
+//! ssh_config: the master by its public address, workers through the master (ProxyJump),
+//! the cluster key, and a known-hosts file in the cluster folder.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use openssh::{KnownHosts, Session, SessionBuilder, Stdio};
+use tokio::io::AsyncWriteExt;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SshError {
+    #[error("{node}: cannot connect over SSH: {reason}")]
+    Connect { node: String, reason: String },
+    #[error("{node}: still no SSH after {secs}s; last reason: {reason}")]
+    Timeout {
+        node: String,
+        secs: u64,
+        reason: String,
+    },
+    #[error("{node}: `{what}` failed (exit {code}): {stderr}")]
+    Command {
+        node: String,
+        what: String,
+        code: String,
+        stderr: String,
+    },
+    #[error("{node}: {what}: {source}")]
+    Io {
+        node: String,
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+/// One node as ssh_config sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// The alias used on the command line: the node's name.
+    pub alias: String,
+    pub address: String,
+    pub user: String,
+    /// Alias of the jump host (the master) for nodes without a public address.
+    pub jump: Option<String>,
+}
+
+/// The cluster's ssh_config text. `dir` holds the key and the known-hosts file.
+pub fn render_config(dir: &Path, hosts: &[Host]) -> String {
+    let mut out = String::from("# Written by hvd-cluster; regenerated on every command.\n");
+    for h in hosts {
+        let _ = writeln!(out, "Host {}", h.alias);
+        let _ = writeln!(out, "  HostName {}", h.address);
+        let _ = writeln!(out, "  User {}", h.user);
+        let _ = writeln!(out, "  IdentityFile {}", dir.join("id_ed25519").display());
+        let _ = writeln!(out, "  IdentitiesOnly yes");
+        let _ = writeln!(
+            out,
+            "  UserKnownHostsFile {}",
+            dir.join("known_hosts").display()
+        );
+        // A new server's host key is learnt on first contact, then pinned in known_hosts.
+        let _ = writeln!(out, "  StrictHostKeyChecking accept-new");
+        let _ = writeln!(out, "  ConnectTimeout 10");
+        let _ = writeln!(out, "  ServerAliveInterval 15");
+        let _ = writeln!(out, "  LogLevel ERROR");
+        if let Some(jump) = &h.jump {
+            let _ = writeln!(out, "  ProxyJump {jump}");
+        }
+    }
+    out
+}
+
+/// Words a user can act on, from ssh's own error text.
+pub fn why_no_ssh(stderr: &str) -> String {
+    let s = stderr.to_lowercase();
+    let reason = if s.contains("no route to host") || s.contains("network is unreachable") {
+        "no route to the address yet"
+    } else if s.contains("connection refused") {
+        "the address answers but sshd is not listening yet"
+    } else if s.contains("permission denied") {
+        "sshd refuses the cluster key (not installed yet, or wrong ssh_user)"
+    } else if s.contains("host key verification failed")
+        || s.contains("remote host identification has changed")
+    {
+        "the node's host key differs from the one pinned in known_hosts"
+    } else if s.contains("timed out") {
+        "no answer (firewall, or the server is still booting)"
+    } else if s.contains("could not resolve") {
+        "the host name does not resolve"
+    } else {
+        return stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("unknown")
+            .trim()
+            .to_string();
+    };
+    reason.to_string()
+}
+
+/// A multiplexed SSH connection to one node.
+pub struct Ssh {
+    pub node: String,
+    session: Session,
+}
+
+impl Ssh {
+    pub async fn connect(config: &Path, node: &str) -> Result<Ssh, SshError> {
+        let mut b = SessionBuilder::default();
+        b.config_file(config)
+            .known_hosts_check(KnownHosts::Add)
+            .connect_timeout(Duration::from_secs(10));
+        if let Some(dir) = config.parent() {
+            b.control_directory(dir);
+        }
+        match b.connect_mux(node).await {
+            Ok(session) => Ok(Ssh {
+                node: node.to_string(),
+                session,
+            }),
+            Err(e) => Err(SshError::Connect {
+                node: node.to_string(),
+                reason: why_no_ssh(&error_chain(&e)),
+            }),
+        }
+    }
+
+    /// Retries until the node answers or the deadline passes; `status` hears why it waits.
+    pub async fn wait(
+        config: &Path,
+        node: &str,
+        deadline: Duration,
+        status: impl Fn(&str),
+    ) -> Result<Ssh, SshError> {
+        let started = Instant::now();
+        loop {
+            match Ssh::connect(config, node).await {
+                Ok(ssh) => match ssh.run("true").await {
+                    Ok(_) => return Ok(ssh),
+                    Err(e) => status(&e.to_string()),
+                },
+                Err(SshError::Connect { reason, .. }) => {
+                    if started.elapsed() > deadline {
+                        return Err(SshError::Timeout {
+                            node: node.to_string(),
+                            secs: deadline.as_secs(),
+                            reason,
+                        });
+                    }
+                    status(&reason);
+                }
+                Err(e) => return Err(e),
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+
+    /// Runs a bash script (sent on stdin, so any length and no quoting) and returns stdout.
+    pub async fn run(&self, script: &str) -> Result<String, SshError> {
+        self.run_as(script, false).await
+    }
+
+    /// As [`Ssh::run`], as root through sudo.
+    pub async fn sudo(&self, script: &str) -> Result<String, SshError> {
+        self.run_as(script, true).await
+    }
+
+    async fn run_as(&self, script: &str, root: bool) -> Result<String, SshError> {
+        let program = if root { "sudo -n bash -s" } else { "bash -s" };
+        let mut child = self
+            .session
+            .raw_command(program)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .await
+            .map_err(|e| self.io("start a remote shell", e))?;
+        if let Some(mut stdin) = child.stdin().take() {
+            stdin
+                .write_all(script.as_bytes())
+                .await
+                .map_err(|e| self.io_plain("send the script", e))?;
+            stdin
+                .shutdown()
+                .await
+                .map_err(|e| self.io_plain("send the script", e))?;
+        }
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| self.io("run a remote script", e))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(SshError::Command {
+                node: self.node.clone(),
+                what: first_line(script),
+                code: out.status.code().map_or("signal".into(), |c| c.to_string()),
+                stderr: tail(&String::from_utf8_lossy(&out.stderr), 15),
+            })
+        }
+    }
+
+    /// Writes `content` to `path` on the node (as root), with `mode`.
+    pub async fn write_file(&self, path: &str, content: &[u8], mode: u32) -> Result<(), SshError> {
+        let script = format!(
+            "set -e; d=$(dirname '{path}'); mkdir -p \"$d\"; t=$(mktemp \"$d/.hvd.XXXXXX\"); cat > \"$t\"; chmod {mode:o} \"$t\"; mv \"$t\" '{path}'"
+        );
+        let mut child = self
+            .session
+            .raw_command(format!("sudo -n bash -c {}", shell_quote(&script)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .await
+            .map_err(|e| self.io("start a remote shell", e))?;
+        if let Some(mut stdin) = child.stdin().take() {
+            stdin
+                .write_all(content)
+                .await
+                .map_err(|e| self.io_plain("send a file", e))?;
+            stdin
+                .shutdown()
+                .await
+                .map_err(|e| self.io_plain("send a file", e))?;
+        }
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| self.io("write a file", e))?;
+        if !out.status.success() {
+            return Err(SshError::Command {
+                node: self.node.clone(),
+                what: format!("write {path}"),
+                code: out.status.code().map_or("signal".into(), |c| c.to_string()),
+                stderr: tail(&String::from_utf8_lossy(&out.stderr), 5),
+            });
+        }
+        Ok(())
+    }
+
+    /// Streams a local reader into a remote command's stdin (e.g. `docker save | docker load`).
+    pub async fn pipe_into(
+        &self,
+        command: &str,
+        mut input: impl tokio::io::AsyncRead + Unpin,
+    ) -> Result<String, SshError> {
+        let mut child = self
+            .session
+            .raw_command(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .await
+            .map_err(|e| self.io("start a remote command", e))?;
+        if let Some(mut stdin) = child.stdin().take() {
+            tokio::io::copy(&mut input, &mut stdin)
+                .await
+                .map_err(|e| self.io_plain("stream data", e))?;
+            stdin
+                .shutdown()
+                .await
+                .map_err(|e| self.io_plain("stream data", e))?;
+        }
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| self.io("stream data", e))?;
+        if !out.status.success() {
+            return Err(SshError::Command {
+                node: self.node.clone(),
+                what: command.to_string(),
+                code: out.status.code().map_or("signal".into(), |c| c.to_string()),
+                stderr: tail(&String::from_utf8_lossy(&out.stderr), 10),
+            });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    pub async fn close(self) {
+        let _ = self.session.close().await;
+    }
+
+    fn io(&self, what: &str, e: openssh::Error) -> SshError {
+        SshError::Io {
+            node: self.node.clone(),
+            what: what.to_string(),
+            source: std::io::Error::other(error_chain(&e)),
+        }
+    }
+
+    fn io_plain(&self, what: &str, e: std::io::Error) -> SshError {
+        SshError::Io {
+            node: self.node.clone(),
+            what: what.to_string(),
+            source: e,
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}
+
+fn first_line(script: &str) -> String {
+    let line = script
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("set "))
+        .unwrap_or("script");
+    let mut s: String = line.chars().take(80).collect();
+    if line.len() > 80 {
+        s.push('…');
+    }
+    s
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Single-quotes a string for a POSIX shell.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// The path of a cluster's ssh_config.
+pub fn config_path(cluster_dir: &Path) -> PathBuf {
+    cluster_dir.join("ssh_config")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_routes_workers_through_the_master() {
+        let hosts = [
+            Host {
+                alias: "c-master".into(),
+                address: "203.0.113.5".into(),
+                user: "debian".into(),
+                jump: None,
+            },
+            Host {
+                alias: "c-worker-1".into(),
+                address: "10.42.0.7".into(),
+                user: "debian".into(),
+                jump: Some("c-master".into()),
+            },
+        ];
+        let text = render_config(Path::new("/state/c"), &hosts);
+        assert!(text.contains("Host c-master\n  HostName 203.0.113.5\n  User debian\n  IdentityFile /state/c/id_ed25519"));
+        assert!(text.contains("UserKnownHostsFile /state/c/known_hosts"));
+        let worker = text.split("Host c-worker-1").nth(1).unwrap();
+        assert!(worker.contains("ProxyJump c-master"));
+        assert!(!text
+            .split("Host c-worker-1")
+            .next()
+            .unwrap()
+            .contains("ProxyJump"));
+    }
+
+    #[test]
+    fn ssh_errors_become_reasons() {
+        assert_eq!(
+            why_no_ssh("ssh: connect to host 10.0.0.5 port 22: Connection refused"),
+            "the address answers but sshd is not listening yet"
+        );
+        assert_eq!(
+            why_no_ssh("debian@1.2.3.4: Permission denied (publickey)."),
+            "sshd refuses the cluster key (not installed yet, or wrong ssh_user)"
+        );
+        assert_eq!(
+            why_no_ssh("ssh: connect to host x port 22: No route to host"),
+            "no route to the address yet"
+        );
+        assert_eq!(why_no_ssh("weird\nlast words\n"), "last words");
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+}

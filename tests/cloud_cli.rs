@@ -1,0 +1,432 @@
+//! `hvd-cluster` end to end against the project's real local OpenStack cloud (tests/cloud),
+//! acting as the non-admin user: up --infra-only, up again, status, down — with the state
+//! folder lost, with the process killed mid-way, over quota, and with unknown names.
+//!
+//! Needs the cloud: `tests/cloud/install && tests/cloud/start` (scripts/test does it).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use hvd_cluster::openstack::{CloudConfig, OpenStack, Query, ServerFilter};
+use hvd_cluster::provider::openstack::tag;
+
+/// The tests share one project's quota: run them one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn clouds_yaml() -> PathBuf {
+    std::env::var_os("OS_CLIENT_CONFIG_FILE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cloud/state/clouds.yaml")
+        })
+}
+
+fn require_cloud() {
+    let file = clouds_yaml();
+    let up = file.exists()
+        && std::net::TcpStream::connect_timeout(
+            &"127.0.0.1:5000".parse().unwrap(),
+            Duration::from_secs(2),
+        )
+        .is_ok();
+    assert!(
+        up,
+        "the local OpenStack cloud is not running ({} missing or Keystone not answering on 127.0.0.1:5000).\n\
+         Start it with: tests/cloud/install && tests/cloud/start   (or run scripts/test, which does both)",
+        file.display()
+    );
+    std::env::set_var("OS_CLIENT_CONFIG_FILE", &file);
+}
+
+async fn client(cloud: &str) -> OpenStack {
+    let config = CloudConfig::load(Some(cloud)).expect("clouds.yaml of the local cloud");
+    OpenStack::connect(&config)
+        .await
+        .expect("authenticate to the local cloud")
+}
+
+struct Cluster {
+    name: String,
+    profile: PathBuf,
+    state: tempfile::TempDir,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// profiles/local-cloud.toml with a unique name and `edit` applied.
+    fn new(prefix: &str, edit: impl Fn(String) -> String) -> Cluster {
+        let name = format!("{prefix}-{}", std::process::id() % 100000);
+        let base = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/local-cloud.toml"),
+        )
+        .unwrap();
+        let text = edit(base.replace("name = \"hvd-local\"", &format!("name = \"{name}\"")));
+        let dir = tempfile::tempdir().unwrap();
+        let profile = dir.path().join("profile.toml");
+        std::fs::write(&profile, text).unwrap();
+        Cluster {
+            name,
+            profile,
+            state: tempfile::tempdir().unwrap(),
+            _dir: dir,
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"));
+        c.args(args)
+            .env("HVD_CLUSTER_STATE_DIR", self.state.path())
+            .env("OS_CLIENT_CONFIG_FILE", clouds_yaml());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let out = self.cmd(args).output().unwrap();
+        eprintln!(
+            "$ hvd-cluster {}\n--- exit {:?}\n{}{}",
+            args.join(" "),
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn profile(&self) -> &str {
+        self.profile.to_str().unwrap()
+    }
+
+    fn status_json(&self) -> serde_json::Value {
+        let out = self.run(&["status", self.profile(), "--json"]);
+        assert!(out.status.success());
+        serde_json::from_slice(&out.stdout).expect("status --json prints JSON")
+    }
+}
+
+/// Everything the cloud holds for a cluster, through the API as the user: by tag and by name.
+async fn leftovers(os: &OpenStack, cluster: &str) -> Vec<String> {
+    let mut left = Vec::new();
+    let t = vec![tag(cluster)];
+    let servers = os
+        .compute()
+        .list_servers(&ServerFilter {
+            tags: t.clone(),
+            name: None,
+        })
+        .await
+        .unwrap();
+    left.extend(
+        servers
+            .into_iter()
+            .map(|s| format!("server {}", s.name.unwrap_or(s.id))),
+    );
+    let all_servers = os
+        .compute()
+        .list_servers(&ServerFilter::default())
+        .await
+        .unwrap();
+    left.extend(
+        all_servers
+            .into_iter()
+            .filter_map(|s| s.name)
+            .filter(|n| n.starts_with(cluster))
+            .map(|n| format!("server {n}")),
+    );
+    let net = os.network();
+    left.extend(
+        net.list_networks(&Query::new())
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.name.starts_with(cluster))
+            .map(|n| format!("network {}", n.name)),
+    );
+    left.extend(
+        net.list_subnets(&Query::new())
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.name.starts_with(cluster))
+            .map(|n| format!("subnet {}", n.name)),
+    );
+    left.extend(
+        net.list_routers(&Query::new())
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.name.starts_with(cluster))
+            .map(|n| format!("router {}", n.name)),
+    );
+    left.extend(
+        net.list_security_groups(&Query::new())
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.name.starts_with(cluster))
+            .map(|n| format!("security group {}", n.name)),
+    );
+    left.extend(
+        net.list_floating_ips(&Query::new().tags(&t))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|f| format!("floating ip {}", f.floating_ip_address)),
+    );
+    left.extend(
+        net.list_floating_ips(&Query::new())
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|f| {
+                f.description
+                    .as_deref()
+                    .is_some_and(|d| d.starts_with(cluster))
+            })
+            .map(|f| format!("floating ip {}", f.floating_ip_address)),
+    );
+    left.extend(
+        net.list_ports(&Query::new())
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|p| p.name.starts_with(cluster))
+            .map(|p| format!("port {}", p.name)),
+    );
+    let shares = os.share().list_shares(&Default::default()).await.unwrap();
+    left.extend(
+        shares
+            .into_iter()
+            .filter_map(|s| s.name)
+            .filter(|n| n.starts_with(cluster))
+            .map(|n| format!("share {n}")),
+    );
+    if os
+        .compute()
+        .get_keypair(&format!("{cluster}-key"))
+        .await
+        .unwrap()
+        .is_some()
+    {
+        left.push(format!("keypair {cluster}-key"));
+    }
+    left.sort();
+    left.dedup();
+    left
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn assert_complete(c: &Cluster, workers: usize) {
+    let status = c.status_json();
+    let resources = status["resources"].as_array().unwrap();
+    let count = |kind: &str| resources.iter().filter(|r| r["kind"] == kind).count();
+    assert_eq!(count("server"), workers + 1, "{status:#}");
+    assert_eq!(count("network"), 1);
+    assert_eq!(count("subnet"), 1);
+    assert_eq!(count("router"), 1);
+    assert_eq!(count("security-group"), 2);
+    assert_eq!(count("floating-ip"), 1);
+    assert_eq!(count("share"), 1);
+    assert_eq!(count("keypair"), 1);
+    assert!(
+        resources.iter().all(|r| r["health"]["state"] == "ready"),
+        "{status:#}"
+    );
+    assert_eq!(status["healthy"], true);
+    let nodes = status["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), workers + 1);
+    assert_eq!(nodes[0]["role"], "master");
+    assert!(
+        nodes[0]["public_ip"]
+            .as_str()
+            .is_some_and(|ip| ip.starts_with("203.0.113.")),
+        "{status:#}"
+    );
+    assert!(
+        nodes.iter().all(|n| n["private_ip"]
+            .as_str()
+            .is_some_and(|ip| ip.starts_with("10.42.0."))),
+        "{status:#}"
+    );
+}
+
+#[test]
+fn up_again_status_down_leaves_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_cloud();
+    let rt = runtime();
+    let os = rt.block_on(client("local-user"));
+    let c = Cluster::new("t-full", |p| p);
+
+    let plan = c.run(&["plan", c.profile(), "--json"]);
+    assert_eq!(plan.status.code(), Some(10), "plan before up has changes");
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    assert_eq!(plan["counts"]["create"], 12);
+
+    let up = c.run(&["up", c.profile(), "--infra-only"]);
+    assert!(up.status.success());
+    assert!(String::from_utf8_lossy(&up.stdout).contains(&format!("{}-master", c.name)));
+    assert_complete(&c, 3);
+
+    // A second up on a complete cluster changes nothing.
+    let again = c.run(&["up", c.profile(), "--infra-only"]);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to change"));
+    let plan = c.run(&["plan", c.profile()]);
+    assert_eq!(plan.status.code(), Some(0), "plan after up is empty");
+
+    let down = c.run(&["down", c.profile()]);
+    assert!(down.status.success());
+    assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
+    assert!(
+        !c.state.path().join(&c.name).exists(),
+        "down removes the state folder"
+    );
+
+    // Idempotent.
+    assert!(c.run(&["down", c.profile()]).status.success());
+}
+
+#[test]
+fn down_without_local_state_finds_everything_by_tag() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_cloud();
+    let rt = runtime();
+    let os = rt.block_on(client("local-user"));
+    let c = Cluster::new("t-nostate", |p| p.replace("count = 3", "count = 1"));
+    assert!(c.run(&["up", c.profile(), "--infra-only"]).status.success());
+    std::fs::remove_dir_all(c.state.path().join(&c.name)).unwrap();
+    let down = c.run(&["down", "--cluster", &c.name, "--cloud", "local-user"]);
+    assert!(down.status.success());
+    assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
+}
+
+/// Starts `up`, waits until `marker` shows in its progress, then sends `signal`.
+fn interrupt_up(c: &Cluster, signal: &str, marker: &str) {
+    let mut child = c
+        .cmd(&["up", c.profile(), "--infra-only"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            eprintln!("[up] {line}");
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(line) if line.contains(marker) => break,
+            _ if Instant::now() > deadline => panic!("up never printed {marker:?}"),
+            _ => {}
+        }
+    }
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "up was interrupted");
+    if signal == "-INT" {
+        assert_eq!(status.code(), Some(130), "Ctrl-C exits 130");
+    }
+}
+
+#[test]
+fn killed_up_resumes_and_down_cleans() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_cloud();
+    let rt = runtime();
+    let os = rt.block_on(client("local-user"));
+    for (signal, marker) in [("-INT", "+ subnet"), ("-KILL", "+ server")] {
+        let c = Cluster::new(if signal == "-INT" { "t-int" } else { "t-kill" }, |p| {
+            p.replace("count = 3", "count = 2")
+        });
+        interrupt_up(&c, signal, marker);
+        let resumed = c.run(&["up", c.profile(), "--infra-only"]);
+        assert!(resumed.status.success(), "up after {signal} resumes");
+        assert_complete(&c, 2);
+        assert!(c.run(&["down", c.profile()]).status.success());
+        assert_eq!(
+            rt.block_on(leftovers(&os, &c.name)),
+            Vec::<String>::new(),
+            "after {signal}"
+        );
+    }
+}
+
+#[test]
+fn over_quota_and_unknown_names_create_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_cloud();
+    let rt = runtime();
+    let os = rt.block_on(client("local-user"));
+
+    let c = Cluster::new("t-flavor", |p| {
+        p.replace("flavor = \"g1.a100\"", "flavor = \"g1.a10\"")
+    });
+    let out = c.run(&["up", c.profile(), "--infra-only"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("flavor `g1.a10`") && err.contains("did you mean `g1.a100`"),
+        "{err}"
+    );
+    assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
+
+    let c = Cluster::new("t-image", |p| {
+        p.replace(
+            "debian-12-genericcloud-amd64",
+            "debian-13-genericcloud-amd64",
+        )
+    });
+    let out = c.run(&["up", c.profile(), "--infra-only"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("image `debian-13-genericcloud-amd64`"));
+    assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
+
+    // As admin, lower the user's instance quota below what the profile needs.
+    let admin = rt.block_on(client("local-admin"));
+    let project = os.project_id().to_string();
+    let before = rt.block_on(admin.compute().quota_usage(&project)).unwrap();
+    let old_limit = before.get("instances").map(|q| q.limit).unwrap();
+    let in_use = before.get("instances").map(|q| q.in_use).unwrap();
+    rt.block_on(
+        admin
+            .compute()
+            .set_quota(&project, &[("instances".to_string(), in_use + 2)].into()),
+    )
+    .unwrap();
+    let c = Cluster::new("t-quota", |p| p);
+    let out = c.run(&["up", c.profile(), "--infra-only"]);
+    rt.block_on(
+        admin
+            .compute()
+            .set_quota(&project, &[("instances".to_string(), old_limit)].into()),
+    )
+    .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("instances: needs 4 more") && err.contains("nothing was created"),
+        "{err}"
+    );
+    assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
+}
