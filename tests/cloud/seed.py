@@ -1,0 +1,187 @@
+"""Seed the local test cloud through its public APIs, like a small science cloud.
+
+Run by tests/cloud/start with the cloud's venv python:
+  seed.py identity    service project + users, roles, catalog, project/user "demo"
+  seed.py resources   flavors, image, external network, quotas, share and volume types;
+                      waits until Manila/Cinder schedulers know a backend pool;
+                      writes state/seed.json (names and ids of what was made)
+One process per phase: importing openstacksdk costs more than the API calls.
+"""
+import json
+import os
+import sys
+import time
+
+import openstack
+
+HOST = "127.0.0.1"
+PASSWORD = "secret"
+AUTH_URL = f"http://{HOST}:5000/v3"
+REGION = "RegionOne"
+CINDER = os.environ.get("ENABLE_CINDER", "1") == "1"
+STATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "state")
+
+MANILA_MV = "2.65"  # any microversion >= 2.46 has share type is_default etc.
+
+# service type -> (service name, URL); all interfaces share one URL on this single node
+CATALOG = {
+    "compute": ("nova", f"http://{HOST}:8774/v2.1"),
+    "placement": ("placement", f"http://{HOST}:8778"),
+    "image": ("glance", f"http://{HOST}:9292"),
+    "network": ("neutron", f"http://{HOST}:9696"),
+    # Manila 22 serves only /v2 (/v1 answers 404); since microversion 2.60 without a
+    # project id in the URL. Both names clients look up point there.
+    "sharev2": ("manilav2", f"http://{HOST}:8786/v2"),
+    "shared-file-system": ("manila", f"http://{HOST}:8786/v2"),
+}
+if CINDER:
+    CATALOG["block-storage"] = ("cinder", f"http://{HOST}:8776/v3")
+    CATALOG["volumev3"] = ("cinderv3", f"http://{HOST}:8776/v3/%(project_id)s")
+
+SERVICE_USERS = ["nova", "neutron", "placement", "glance", "manila"] + (["cinder"] if CINDER else [])
+
+# name: (id, vcpus, ram MiB, disk GB, extra specs)
+FLAVORS = {
+    "m1.small": ("2", 1, 2048, 20, {}),
+    "m1.medium": ("3", 2, 4096, 40, {}),
+    # GPU-like: custom-namespace keys are accepted by nova's extra-spec validation and
+    # ignored by the default scheduler filters, so the fake driver still schedules it.
+    "g1.a100": ("10", 8, 65536, 100, {"gpu:model": "nvidia-a100", "gpu:count": "1"}),
+}
+IMAGE = "debian-12-genericcloud-amd64"
+
+# Room for 40 servers of any flavor above, with their networking and storage.
+COMPUTE_QUOTA = dict(instances=100, cores=1000, ram=4 * 1024 * 1024, key_pairs=100,
+                     server_groups=50, server_group_members=100, metadata_items=128)
+NETWORK_QUOTA = dict(networks=100, subnets=100, ports=500, routers=50, floating_ips=100,
+                     security_groups=100, security_group_rules=1000)
+SHARE_QUOTA = dict(shares=100, gigabytes=10000, snapshots=100, snapshot_gigabytes=10000,
+                   share_networks=50)
+VOLUME_QUOTA = dict(volumes=100, gigabytes=10000, snapshots=100)
+
+
+def log(msg):
+    print(f"seed: {msg}", flush=True)
+
+
+def identity():
+    # System scope: keystone's own policy allows user/project management there in every mode.
+    c = openstack.connect(auth_url=AUTH_URL, username="admin", password=PASSWORD,
+                          user_domain_name="Default", system_scope="all", region_name=REGION)
+    roles = {r.name: r for r in c.identity.roles()}
+    for name in ("admin", "member", "reader", "service"):
+        if name not in roles:
+            roles[name] = c.identity.create_role(name=name)
+    service_p = c.identity.create_project(name="service", domain_id="default",
+                                          description="OpenStack service users")
+    demo_p = c.identity.create_project(name="demo", domain_id="default",
+                                       description="the tenant tests act as")
+    demo_u = c.identity.create_user(name="demo", password=PASSWORD, domain_id="default",
+                                    default_project_id=demo_p.id, email="demo@example.org")
+    c.identity.assign_project_role_to_user(demo_p, demo_u, roles["member"])
+    for name in SERVICE_USERS:
+        u = c.identity.create_user(name=name, password=PASSWORD, domain_id="default")
+        # admin: cross-project calls; service: the 2026.1 policies' service-to-service rules
+        c.identity.assign_project_role_to_user(service_p, u, roles["admin"])
+        c.identity.assign_project_role_to_user(service_p, u, roles["service"])
+    for stype, (name, url) in CATALOG.items():
+        svc = c.identity.create_service(type=stype, name=name, enabled=True)
+        for iface in ("public", "internal", "admin"):
+            c.identity.create_endpoint(service_id=svc.id, interface=iface, url=url,
+                                       region_id=REGION)
+    log(f"projects service, demo; users demo, {', '.join(SERVICE_USERS)}; "
+        f"catalog: {', '.join(CATALOG)}")
+
+
+def wait_for_pool(fetch, what, timeout=120):
+    """Block until a scheduler knows a backend pool: the first share/volume needs one."""
+    t0 = time.monotonic()
+    while True:
+        pools = fetch()
+        if pools:
+            log(f"{what} pools after {time.monotonic() - t0:.1f}s: {[p['name'] for p in pools]}")
+            return
+        if time.monotonic() - t0 > timeout:
+            raise SystemExit(f"{what}: no backend pool within {timeout}s")
+        time.sleep(1)
+
+
+def resources():
+    c = openstack.connect(cloud="local-admin")
+    demo = c.identity.find_project("demo", ignore_missing=False)
+    seeded = {"project": {"name": "demo", "id": demo.id}}
+
+    seeded["flavors"] = {}
+    for name, (fid, vcpus, ram, disk, specs) in FLAVORS.items():
+        f = c.compute.create_flavor(id=fid, name=name, vcpus=vcpus, ram=ram, disk=disk,
+                                    is_public=True)
+        if specs:
+            c.compute.create_flavor_extra_specs(f, specs)
+        seeded["flavors"][name] = {"id": fid, "vcpus": vcpus, "ram": ram, "disk": disk,
+                                   "extra_specs": specs}
+    log(f"flavors {', '.join(f'{n} (id {v[0]})' for n, v in FLAVORS.items())}")
+
+    # A 1 MiB raw disk with just an MBR signature: small, but a real image upload.
+    disk = bytearray(1024 * 1024)
+    disk[510:512] = b"\x55\xaa"
+    img = c.image.create_image(name=IMAGE, disk_format="raw", container_format="bare",
+                               visibility="public", data=bytes(disk),
+                               os_distro="debian", os_version="12", os_admin_user="debian")
+    img = c.image.get_image(img.id)
+    seeded["image"] = {"name": IMAGE, "id": img.id, "status": img.status,
+                       "properties": {"os_distro": "debian", "os_version": "12",
+                                      "os_admin_user": "debian"}}
+    log(f"image {IMAGE} {img.id} {img.status}")
+
+    pub = c.network.create_network(name="public", is_router_external=True, is_shared=False,
+                                   provider_network_type="flat",
+                                   provider_physical_network="public")
+    sub = c.network.create_subnet(name="public-subnet", network_id=pub.id, ip_version=4,
+                                  cidr="203.0.113.0/24", gateway_ip="203.0.113.1",
+                                  allocation_pools=[{"start": "203.0.113.10",
+                                                     "end": "203.0.113.250"}],
+                                  is_dhcp_enabled=False)
+    seeded["external_network"] = {"name": "public", "id": pub.id, "subnet": "public-subnet",
+                                  "subnet_id": sub.id, "cidr": "203.0.113.0/24"}
+    log(f"external network public {pub.id}, subnet public-subnet 203.0.113.0/24")
+
+    c.compute.update_quota_set(demo.id, **COMPUTE_QUOTA)
+    c.network.update_quota(demo.id, **NETWORK_QUOTA)
+    sfs = c.shared_file_system
+    r = sfs.put(f"/quota-sets/{demo.id}", json={"quota_set": SHARE_QUOTA},
+                microversion=MANILA_MV)
+    r.raise_for_status()
+    seeded["quotas"] = {"compute": COMPUTE_QUOTA, "network": NETWORK_QUOTA,
+                        "share": SHARE_QUOTA}
+
+    r = sfs.post("/types", microversion=MANILA_MV, json={"share_type": {
+        "name": "default", "share_type_access:is_public": True,
+        "description": "NFS on the dummy backend",
+        "extra_specs": {"driver_handles_share_servers": "False",
+                        "snapshot_support": "True"}}})
+    r.raise_for_status()
+    seeded["share_type"] = {"name": "default", "id": r.json()["share_type"]["id"],
+                            "driver_handles_share_servers": False}
+    log("share type default (driver_handles_share_servers False), demo quotas set")
+
+    if CINDER:
+        vt = c.block_storage.create_type(name="standard", is_public=True,
+                                         extra_specs={"volume_backend_name": "fake"})
+        c.block_storage.update_quota_set(demo.id, **VOLUME_QUOTA)
+        seeded["volume_type"] = {"name": "standard", "id": vt.id}
+        seeded["quotas"]["volume"] = VOLUME_QUOTA
+        log("volume type standard (default), demo volume quotas set")
+
+    wait_for_pool(lambda: sfs.get("/scheduler-stats/pools", microversion=MANILA_MV)
+                  .json().get("pools", []), "manila")
+    if CINDER:
+        wait_for_pool(lambda: c.block_storage.get("/scheduler-stats/get_pools")
+                      .json().get("pools", []), "cinder")
+
+    with open(os.path.join(STATE, "seed.json"), "w") as f:
+        json.dump(seeded, f, indent=2)
+    log(f"wrote {os.path.join(STATE, 'seed.json')}")
+
+
+if __name__ == "__main__":
+    {"identity": identity, "resources": resources}[sys.argv[1]]()
