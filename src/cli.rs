@@ -4,11 +4,19 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use std::time::Duration;
+
 use crate::apply::{Applier, ApplyError, Provider, ProviderError};
-use crate::plan::{self, Health, Observation, Plan, QuotaDelta, Shortfall};
-use crate::profile::{self, Profile, ProfileError, ProviderKind};
+use crate::bootstrap::{self, BootstrapError};
+use crate::check::{self, CheckError};
+use crate::images::{self, ImageError};
+use crate::plan::{self, Health, Plan, QuotaDelta, Shortfall};
+use crate::profile::{self, JupyterAccess, Profile, ProfileError, ProviderKind};
 use crate::progress::Progress;
+use crate::provider::local::LocalProvider;
 use crate::provider::openstack::OpenStackProvider;
+use crate::provider::AnyProvider;
+use crate::ssh;
 use crate::state::{self, ClusterDir, ClusterState, StateError};
 
 /// Everything a command can fail with, each with one readable message.
@@ -24,6 +32,12 @@ pub enum Error {
     Provider(#[from] ProviderError),
     #[error("not enough quota for this plan; nothing was created:\n{}", list(.0))]
     Quota(Vec<Shortfall>),
+    #[error(transparent)]
+    Bootstrap(#[from] BootstrapError),
+    #[error(transparent)]
+    Check(#[from] CheckError),
+    #[error(transparent)]
+    Images(#[from] ImageError),
     #[error("{0}")]
     Usage(String),
     #[error(
@@ -62,15 +76,29 @@ pub struct Context {
     pub state_root: PathBuf,
     pub progress: Progress,
     pub quiet: bool,
+    /// Most concurrent cloud calls inside one dependency level.
+    pub parallel: usize,
 }
 
 impl Context {
-    pub fn new(state_dir: Option<PathBuf>, quiet: bool) -> Context {
+    pub fn new(state_dir: Option<PathBuf>, quiet: bool, parallel: usize) -> Context {
         Context {
             state_root: state_dir.unwrap_or_else(state::default_root),
             progress: Progress::new(quiet),
             quiet,
+            parallel: parallel.max(1),
         }
+    }
+
+    fn applier<'a, P: Provider>(
+        &'a self,
+        provider: &'a P,
+        dir: &'a ClusterDir,
+        state: ClusterState,
+    ) -> Applier<'a, P> {
+        let mut applier = Applier::new(provider, dir, &self.progress, state);
+        applier.deadlines.parallel = self.parallel;
+        applier
     }
 }
 
@@ -100,44 +128,47 @@ pub async fn validate(ctx: &Context, file: &Path) -> Result<u8, Error> {
     Ok(0)
 }
 
-fn require_openstack(p: &Profile) -> Result<(), Error> {
-    match p.provider {
-        ProviderKind::OpenStack => Ok(()),
-        ProviderKind::Local => Err(Error::Usage(format!(
-            "cluster `{}` uses provider = \"local\", which this build of hvd-cluster cannot run yet",
-            p.name
-        ))),
-    }
+/// Connects to the provider a profile names; for OpenStack also resolves every name it uses.
+async fn connect(ctx: &Context, p: &Profile) -> Result<AnyProvider, Error> {
+    let spinner = ctx.progress.spinner("connecting");
+    let provider = match p.provider {
+        ProviderKind::OpenStack => {
+            let mut os = OpenStackProvider::connect(
+                p.cloud.as_deref(),
+                p.region.as_deref(),
+                p.interface.as_deref(),
+            )
+            .await?;
+            spinner.set_message("resolving flavors, images, networks");
+            os.resolve(p).await?;
+            AnyProvider::OpenStack(os)
+        }
+        ProviderKind::Local => AnyProvider::Local(LocalProvider::connect().await?),
+    };
+    spinner.finish_and_clear();
+    Ok(provider)
 }
 
-/// Connects, resolves every name the profile uses, observes the cluster and plans.
+/// Observes the cluster and plans.
 async fn prepare(
     ctx: &Context,
     p: &Profile,
     dir: &ClusterDir,
-) -> Result<(OpenStackProvider, Plan, Observation), Error> {
-    require_openstack(p)?;
-    let spinner = ctx.progress.spinner("connecting");
-    let mut provider = OpenStackProvider::connect(
-        p.cloud.as_deref(),
-        p.region.as_deref(),
-        p.interface.as_deref(),
-    )
-    .await?;
-    spinner.set_message("resolving flavors, images, networks");
-    provider.resolve(p).await?;
-    spinner.set_message("looking for the cluster's resources");
-    let applier = Applier::new(&provider, dir, &ctx.progress, dir.load()?);
-    let observed = applier.observe().await?;
-    spinner.finish_and_clear();
+    provider: &AnyProvider,
+) -> Result<(Plan, Vec<Shortfall>), Error> {
+    let spinner = ctx.progress.spinner("looking for the cluster's resources");
+    let observed = ctx.applier(provider, dir, dir.load()?).observe().await?;
     let plan = plan::plan(p, &observed);
-    Ok((provider, plan, observed))
-}
-
-async fn check_quota(provider: &OpenStackProvider, plan: &Plan) -> Result<Vec<Shortfall>, Error> {
-    let delta = QuotaDelta::of(plan, |f| provider.flavor_size(f));
-    let quotas = provider.quotas().await?;
-    Ok(plan::shortfalls(&delta, &quotas))
+    let shortfalls = match provider {
+        AnyProvider::OpenStack(os) => {
+            spinner.set_message("checking quotas");
+            let delta = QuotaDelta::of(&plan, |f| os.flavor_size(f));
+            plan::shortfalls(&delta, &os.quotas().await?)
+        }
+        AnyProvider::Local(_) => vec![],
+    };
+    spinner.finish_and_clear();
+    Ok((plan, shortfalls))
 }
 
 #[derive(Serialize)]
@@ -151,8 +182,8 @@ struct PlanReport<'a> {
 pub async fn plan(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
     let p = profile::load(file)?;
     let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
-    let (provider, plan, _) = prepare(ctx, &p, &dir).await?;
-    let shortfalls = check_quota(&provider, &plan).await?;
+    let provider = connect(ctx, &p).await?;
+    let (plan, shortfalls) = prepare(ctx, &p, &dir, &provider).await?;
     if json {
         let report = PlanReport {
             cluster: &p.name,
@@ -171,20 +202,33 @@ pub async fn plan(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
 }
 
 pub async fn up(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8, Error> {
+    let started = std::time::Instant::now();
     let p = profile::load(file)?;
     let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
     let _lock = dir.lock()?;
-    let (mut provider, plan, _) = prepare(ctx, &p, &dir).await?;
-    let shortfalls = check_quota(&provider, &plan).await?;
+    // Local nodes run the node image; a `build` image is made here and sent to the nodes.
+    let targets: &[&str] = match (p.provider, p.container.source) {
+        (ProviderKind::Local, _) => &["all"],
+        (_, profile::ImageSource::Build) if !infra_only => &["horovod"],
+        _ => &[],
+    };
+    if !targets.is_empty() {
+        ctx.progress
+            .line("images: building what is missing (the first time takes minutes)");
+        images::ensure(&ctx.state_root.join(".images"), targets, &ctx.progress).await?;
+    }
+    let mut provider = connect(ctx, &p).await?;
+    let (plan, shortfalls) = prepare(ctx, &p, &dir, &provider).await?;
     if !shortfalls.is_empty() {
         return Err(Error::Quota(shortfalls));
     }
     let mut saved = dir.load()?;
     saved.cloud = p.cloud.clone();
+    saved.provider = Some(p.provider);
     dir.save(&saved)?;
     provider.set_public_key(dir.ensure_keypair()?);
 
-    let applier = Applier::new(&provider, &dir, &ctx.progress, dir.load()?);
+    let applier = ctx.applier(&provider, &dir, dir.load()?);
     if plan.is_noop() {
         ctx.progress.line(format!(
             "cluster `{}`: every resource exists; nothing to change",
@@ -196,11 +240,339 @@ pub async fn up(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8, Erro
         applier.apply(&plan).await?;
     }
     let mut st = applier.state();
-    st.nodes = provider.nodes(&p.name).await?;
+    st.nodes = nodes_with_slots(&p, provider.nodes(&p.name).await?);
     dir.save(&st)?;
-    print_nodes(&p.name, &st, &dir);
-    if !infra_only {
-        ctx.progress.line("note: this build stops after the cloud resources (as with --infra-only); node bootstrap is not part of it yet");
+    ctx.progress.line(format!(
+        "resources ready after {:.1}s, {} API calls",
+        started.elapsed().as_secs_f64(),
+        provider.calls()
+    ));
+    print_nodes(&p.name, &st);
+    if infra_only {
+        return Ok(0);
+    }
+    let cluster = open_cluster(ctx, &p, &dir, &st.nodes).await?;
+    let changed =
+        bootstrap::bootstrap(&cluster.inputs(&p, &dir), &cluster.sessions, &ctx.progress).await?;
+    ctx.progress.line(format!(
+        "bootstrap: {changed} step(s) changed something, after {:.1}s",
+        started.elapsed().as_secs_f64()
+    ));
+    let workers: Vec<_> = bootstrap::host_slots(&cluster.sessions)
+        .into_iter()
+        .skip(1)
+        .collect();
+    bootstrap::write_discovery(&cluster.sessions[0], &workers).await?;
+    let url = cluster.jupyter_url(&p, &provider).await?;
+    let report = check::run(&p, &cluster.sessions, Some(&url.reachable)).await?;
+    print_check(&report);
+    println!("Jupyter Lab: {}", url.shown);
+    ctx.progress.line(format!(
+        "cluster `{}` ready after {:.1}s",
+        p.name,
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(0)
+}
+
+/// Slots per node: stated in the profile, else one per GPU, else one.
+fn nodes_with_slots(p: &Profile, mut nodes: Vec<state::Node>) -> Vec<state::Node> {
+    for n in &mut nodes {
+        let (slots, gpus) = if n.role == "master" {
+            (p.master.slots, None)
+        } else {
+            (p.workers.slots, p.workers.gpus)
+        };
+        if let Some(g) = gpus {
+            n.gpus = g;
+        }
+        n.slots = slots.unwrap_or(n.gpus.max(1));
+    }
+    nodes
+}
+
+/// A connected cluster: an SSH session to every node.
+struct Connected {
+    sessions: Vec<bootstrap::NodeSession>,
+    token: String,
+    clients_cidr: String,
+}
+
+/// Generates the Jupyter token once; it lives in the cluster folder (0600), never in output
+/// other than the URL printed for the user.
+fn jupyter_token(dir: &ClusterDir) -> Result<String, Error> {
+    let path = dir.path.join("jupyter_token");
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        if !t.trim().is_empty() {
+            return Ok(t.trim().to_string());
+        }
+    }
+    let token = hex::encode(rand::random::<[u8; 24]>());
+    state::write_atomic(&path, token.as_bytes(), 0o600)?;
+    Ok(token)
+}
+
+async fn open_cluster(
+    ctx: &Context,
+    p: &Profile,
+    dir: &ClusterDir,
+    nodes: &[state::Node],
+) -> Result<Connected, Error> {
+    let config = bootstrap::write_ssh_config(dir, &p.ssh_user, nodes)?;
+    let sessions =
+        bootstrap::connect_all(&config, nodes, &ctx.progress, Duration::from_secs(600)).await?;
+    let master = &sessions[0];
+    let cidr = master
+        .ssh
+        .run(&format!(
+            "ip -o -4 addr show dev {} | awk '{{print $4}}' | head -n1",
+            master.iface
+        ))
+        .await
+        .map_err(bootstrap::BootstrapError::from)?;
+    let clients_cidr = network_of(cidr.trim()).unwrap_or_else(|| p.subnet_cidr().to_string());
+    Ok(Connected {
+        sessions,
+        token: jupyter_token(dir)?,
+        clients_cidr,
+    })
+}
+
+/// `172.18.0.5/16` → `172.18.0.0/16`.
+fn network_of(addr: &str) -> Option<String> {
+    let (ip, len) = addr.split_once('/')?;
+    let ip: std::net::Ipv4Addr = ip.parse().ok()?;
+    let len: u32 = len.parse().ok().filter(|l| *l <= 32)?;
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    Some(format!(
+        "{}/{len}",
+        std::net::Ipv4Addr::from(u32::from(ip) & mask)
+    ))
+}
+
+struct JupyterUrl {
+    /// What this process fetches for the check.
+    reachable: String,
+    /// What the user is told.
+    shown: String,
+}
+
+impl Connected {
+    fn inputs<'a>(&'a self, p: &'a Profile, dir: &'a ClusterDir) -> bootstrap::Inputs<'a> {
+        bootstrap::Inputs {
+            profile: p,
+            dir,
+            jupyter_token: &self.token,
+            clients_cidr: self.clients_cidr.clone(),
+        }
+    }
+
+    /// The Jupyter URL: the published port (local), the floating IP when the profile opens
+    /// 8888, else an SSH tunnel through the master (`hvd-cluster jupyter` keeps one open).
+    async fn jupyter_url(&self, p: &Profile, provider: &AnyProvider) -> Result<JupyterUrl, Error> {
+        let token = &self.token;
+        if let AnyProvider::Local(local) = provider {
+            if let Some(endpoint) = local.jupyter_endpoint(&p.name).await? {
+                let url = format!("http://{endpoint}/lab?token={token}");
+                return Ok(JupyterUrl {
+                    reachable: url.clone(),
+                    shown: url,
+                });
+            }
+        }
+        let master = &self.sessions[0];
+        if p.access.jupyter == JupyterAccess::Public {
+            if let Some(ip) = &master.node.public_ip {
+                let url = format!("http://{ip}:8888/lab?token={token}");
+                return Ok(JupyterUrl {
+                    reachable: url.clone(),
+                    shown: url,
+                });
+            }
+        }
+        let port = free_port()?;
+        master
+            .ssh
+            .session()
+            .request_port_forward(
+                openssh::ForwardType::Local,
+                (
+                    "127.0.0.1"
+                        .parse::<std::net::IpAddr>()
+                        .map_err(|e| Error::Usage(e.to_string()))?,
+                    port,
+                ),
+                (
+                    "127.0.0.1"
+                        .parse::<std::net::IpAddr>()
+                        .map_err(|e| Error::Usage(e.to_string()))?,
+                    8888,
+                ),
+            )
+            .await
+            .map_err(|e| Error::Usage(format!("cannot open an SSH tunnel to Jupyter: {e}")))?;
+        Ok(JupyterUrl {
+            reachable: format!("http://127.0.0.1:{port}/lab?token={token}"),
+            shown: format!(
+                "run `hvd-cluster jupyter {}` for a tunnel, then open the URL it prints",
+                p.name
+            ),
+        })
+    }
+}
+
+fn free_port() -> Result<u16, Error> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| Error::Usage(format!("no free local port: {e}")))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| Error::Usage(format!("no free local port: {e}")))
+}
+
+fn print_check(r: &check::CheckReport) {
+    println!(
+        "check: {} container(s) running; /shared read on {}; Jupyter answers \"{}\"; {} rank(s) joined on {}",
+        r.containers,
+        r.shared_read_on.as_deref().unwrap_or("-"),
+        r.jupyter_title.as_deref().unwrap_or("-"),
+        r.ranks,
+        r.hosts.join(", ")
+    );
+    for b in &r.bandwidth {
+        println!(
+            "  allreduce {:>3} MiB: {:>8.1} ms, algbw {:>7.1} MiB/s, busbw {:>7.1} MiB/s",
+            b.size_mib, b.ms, b.algbw_mibps, b.busbw_mibps
+        );
+    }
+}
+
+/// Loads the profile and connects to the nodes recorded by the last `up`.
+async fn existing_cluster(
+    ctx: &Context,
+    file: &Path,
+) -> Result<(Profile, ClusterDir, AnyProvider, Vec<state::Node>), Error> {
+    let p = profile::load(file)?;
+    let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
+    let provider = match p.provider {
+        ProviderKind::OpenStack => AnyProvider::OpenStack(
+            OpenStackProvider::connect(
+                p.cloud.as_deref(),
+                p.region.as_deref(),
+                p.interface.as_deref(),
+            )
+            .await?,
+        ),
+        ProviderKind::Local => AnyProvider::Local(LocalProvider::connect().await?),
+    };
+    let nodes = nodes_with_slots(&p, provider.nodes(&p.name).await?);
+    if nodes.is_empty() {
+        return Err(Error::Usage(format!(
+            "cluster `{}` has no nodes; run `hvd-cluster up {}` first",
+            p.name,
+            file.display()
+        )));
+    }
+    Ok((p, dir, provider, nodes))
+}
+
+pub async fn check(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
+    let (p, dir, provider, nodes) = existing_cluster(ctx, file).await?;
+    let cluster = open_cluster(ctx, &p, &dir, &nodes).await?;
+    let url = cluster.jupyter_url(&p, &provider).await?;
+    let report = check::run(&p, &cluster.sessions, Some(&url.reachable)).await?;
+    if json {
+        println!("{}", to_json(&report));
+    } else {
+        print_check(&report);
+    }
+    Ok(0)
+}
+
+/// `horovodrun` over every slot (or elastic), from the master's container, output streamed.
+pub async fn run(
+    ctx: &Context,
+    file: &Path,
+    elastic: Option<(Option<u32>, Option<u32>)>,
+    command: &[String],
+) -> Result<u8, Error> {
+    let (p, dir, _provider, nodes) = existing_cluster(ctx, file).await?;
+    let cluster = open_cluster(ctx, &p, &dir, &nodes).await?;
+    let slots: u32 = cluster.sessions.iter().map(|s| s.node.slots.max(1)).sum();
+    let elastic = elastic.map(|(min, max)| (min.unwrap_or(1), max.unwrap_or(slots)));
+    let mut argv = check::horovodrun_args(&p, &cluster.sessions, elastic);
+    argv.extend(command.iter().cloned());
+    let quoted: Vec<String> = argv.iter().map(|a| ssh::shell_quote(a)).collect();
+    let remote = format!("sudo -n docker exec -w /shared hvd {}", quoted.join(" "));
+    ctx.progress.line(format!("$ {}", argv.join(" ")));
+    let status = cluster.sessions[0]
+        .ssh
+        .session()
+        .raw_command(remote)
+        .stdin(openssh::Stdio::null())
+        .stdout(openssh::Stdio::inherit())
+        .stderr(openssh::Stdio::inherit())
+        .status()
+        .await
+        .map_err(|e| Error::Usage(format!("running horovodrun on the master: {e}")))?;
+    Ok(status.code().map_or(1, |c| c.clamp(0, 255) as u8))
+}
+
+/// Prints the cluster's ssh_config (use with `ssh -F`).
+pub async fn ssh_config(ctx: &Context, file: &Path) -> Result<u8, Error> {
+    let (p, dir, _provider, nodes) = existing_cluster(ctx, file).await?;
+    let path = bootstrap::write_ssh_config(&dir, &p.ssh_user, &nodes)?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| Error::Usage(format!("reading {}: {e}", path.display())))?;
+    print!("{text}");
+    Ok(0)
+}
+
+/// Opens `ssh` to a node (the master by default) through the cluster's ssh_config.
+pub async fn ssh(
+    ctx: &Context,
+    file: &Path,
+    node: Option<&str>,
+    command: &[String],
+) -> Result<u8, Error> {
+    let (p, dir, _provider, nodes) = existing_cluster(ctx, file).await?;
+    let path = bootstrap::write_ssh_config(&dir, &p.ssh_user, &nodes)?;
+    let target = match node {
+        None => plan::Names(&p.name).master(),
+        Some(n) if nodes.iter().any(|x| x.name == n) => n.to_string(),
+        Some(n) => {
+            let prefixed = format!("{}-{n}", p.name);
+            if nodes.iter().any(|x| x.name == prefixed) {
+                prefixed
+            } else {
+                let names: Vec<&str> = nodes.iter().map(|x| x.name.as_str()).collect();
+                return Err(Error::Usage(format!(
+                    "no node `{n}`; nodes: {}",
+                    names.join(", ")
+                )));
+            }
+        }
+    };
+    let status = std::process::Command::new("ssh")
+        .arg("-F")
+        .arg(&path)
+        .arg(&target)
+        .args(command)
+        .status()
+        .map_err(|e| Error::Usage(format!("cannot run ssh: {e}")))?;
+    Ok(status.code().map_or(1, |c| c.clamp(0, 255) as u8))
+}
+
+/// Keeps an SSH tunnel to Jupyter open and prints its 127.0.0.1 URL.
+pub async fn jupyter(ctx: &Context, file: &Path) -> Result<u8, Error> {
+    let (p, dir, provider, nodes) = existing_cluster(ctx, file).await?;
+    let cluster = open_cluster(ctx, &p, &dir, &nodes).await?;
+    let url = cluster.jupyter_url(&p, &provider).await?;
+    let title = check::jupyter_title(&url.reachable).await?;
+    println!("{} ({title})", url.reachable);
+    if url.reachable != url.shown {
+        ctx.progress.line("the tunnel stays open until Ctrl-C");
+        std::future::pending::<()>().await;
     }
     Ok(0)
 }
@@ -213,8 +585,8 @@ fn summary(plan: &Plan) -> String {
     )
 }
 
-fn print_nodes(cluster: &str, st: &ClusterState, dir: &ClusterDir) {
-    println!("cluster `{cluster}` is up:");
+fn print_nodes(cluster: &str, st: &ClusterState) {
+    println!("cluster `{cluster}` resources:");
     for n in &st.nodes {
         println!(
             "  {:<24} {:<7} private {:<15} public {}",
@@ -224,27 +596,19 @@ fn print_nodes(cluster: &str, st: &ClusterState, dir: &ClusterDir) {
             n.public_ip.as_deref().unwrap_or("-")
         );
     }
-    if let Some(master) = st.nodes.iter().find(|n| n.role == "master") {
-        if let Some(ip) = &master.public_ip {
-            println!(
-                "reach the master: ssh -i {} <user>@{ip}",
-                dir.private_key().display()
-            );
-        }
-    }
 }
 
 /// Resolves a `status`/`down` target to a cluster name, its folder and a connected provider.
 async fn open_target(
     ctx: &Context,
     target: Target,
-) -> Result<(String, ClusterDir, OpenStackProvider), Error> {
-    let (name, cloud, region, interface) = match target {
+) -> Result<(String, ClusterDir, AnyProvider), Error> {
+    let (name, kind, cloud, region, interface) = match target {
         Target::Profile(file) => {
             let p = profile::load(&file)?;
-            require_openstack(&p)?;
             (
                 p.name.clone(),
+                p.provider,
                 p.cloud.clone(),
                 p.region.clone(),
                 p.interface.clone(),
@@ -255,14 +619,30 @@ async fn open_target(
                 return Err(Error::Usage("give a profile FILE or --cluster NAME".into()));
             }
             let dir = ClusterDir::open(&ctx.state_root, &name)?;
-            let saved = dir.load()?.cloud;
-            (name, cloud.or(saved), None, None)
+            let saved = dir.load()?;
+            // Without state the cluster is looked for on OpenStack, unless it is a local one.
+            let kind = saved.provider.unwrap_or(
+                if cloud.is_none()
+                    && saved.cloud.is_none()
+                    && std::env::var_os("OS_CLOUD").is_none()
+                    && std::env::var_os("OS_AUTH_URL").is_none()
+                {
+                    ProviderKind::Local
+                } else {
+                    ProviderKind::OpenStack
+                },
+            );
+            (name, kind, cloud.or(saved.cloud), None, None)
         }
     };
     let dir = ClusterDir::open(&ctx.state_root, &name)?;
-    let provider =
-        OpenStackProvider::connect(cloud.as_deref(), region.as_deref(), interface.as_deref())
-            .await?;
+    let provider = match kind {
+        ProviderKind::OpenStack => AnyProvider::OpenStack(
+            OpenStackProvider::connect(cloud.as_deref(), region.as_deref(), interface.as_deref())
+                .await?,
+        ),
+        ProviderKind::Local => AnyProvider::Local(LocalProvider::connect().await?),
+    };
     Ok((name, dir, provider))
 }
 
@@ -275,7 +655,7 @@ struct StatusReport<'a> {
 }
 
 pub async fn status(ctx: &Context, target: Target, json: bool) -> Result<u8, Error> {
-    let (name, dir, provider) = open_target(ctx, target).await?;
+    let (name, _dir, provider) = open_target(ctx, target).await?;
     let observed = provider.observe(&name).await.map_err(ApplyError::Observe)?;
     let nodes = provider.nodes(&name).await?;
     let healthy = !observed.is_empty() && observed.iter().all(|o| o.health == Health::Ready);
@@ -313,14 +693,14 @@ pub async fn status(ctx: &Context, target: Target, json: bool) -> Result<u8, Err
             );
         }
     }
-    let _ = dir;
     Ok(0)
 }
 
 pub async fn down(ctx: &Context, target: Target) -> Result<u8, Error> {
+    let started = std::time::Instant::now();
     let (name, dir, provider) = open_target(ctx, target).await?;
-    let _lock = dir.lock()?;
-    let applier = Applier::new(&provider, &dir, &ctx.progress, dir.load()?);
+    let lock = dir.lock()?;
+    let applier = ctx.applier(&provider, &dir, dir.load()?);
     let observed = applier.observe().await?;
     if observed.resources.is_empty() {
         ctx.progress
@@ -345,8 +725,13 @@ pub async fn down(ctx: &Context, target: Target) -> Result<u8, Error> {
             names.join(", ")
         )));
     }
-    drop(_lock);
+    drop(lock);
     dir.remove()?;
+    ctx.progress.line(format!(
+        "deleted after {:.1}s, {} API calls",
+        started.elapsed().as_secs_f64(),
+        provider.calls()
+    ));
     println!("cluster `{name}`: deleted; nothing tagged with it is left");
     Ok(0)
 }

@@ -5,11 +5,15 @@
 //! Only [`openstack`] and the provider modules talk to the outside world.
 
 pub mod apply;
+pub mod bootstrap;
+pub mod check;
 pub mod cli;
+pub mod images;
 pub mod openstack;
 pub mod plan;
 pub mod profile;
 pub mod progress;
 pub mod provider;
+pub mod render;
 pub mod ssh;
 pub mod state;

@@ -25,6 +25,16 @@ struct Args {
     #[arg(long, short, global = true)]
     quiet: bool,
 
+    /// Most concurrent cloud calls inside one step of the plan
+    #[arg(
+        long,
+        global = true,
+        env = "HVD_CLUSTER_PARALLEL",
+        default_value_t = 8,
+        value_name = "N"
+    )]
+    parallel: usize,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -43,13 +53,52 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Create or converge the cluster, then print every node's addresses
+    /// Create or converge the cluster, bootstrap every node over SSH, prove with a real
+    /// horovodrun that all ranks join, and print the Jupyter URL
     Up {
         file: PathBuf,
         /// Stop once the cloud resources exist (no SSH bootstrap)
         #[arg(long)]
         infra_only: bool,
     },
+    /// The acceptance check: containers, /shared, Jupyter, and an allreduce over every slot
+    Check {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command with horovodrun over every slot, from the master's container
+    #[command(
+        after_help = "Example: hvd-cluster run profiles/local.toml -- python /shared/train.py"
+    )]
+    Run {
+        file: PathBuf,
+        /// Elastic mode: workers from the discovery script, which `scale` and `heal` maintain
+        #[arg(long)]
+        elastic: bool,
+        /// Fewest processes an elastic job runs with [default: 1]
+        #[arg(long, requires = "elastic")]
+        min_np: Option<u32>,
+        /// Most processes an elastic job grows to [default: every slot now]
+        #[arg(long, requires = "elastic")]
+        max_np: Option<u32>,
+        /// The command each rank runs
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Open SSH to a node (the master by default) through the cluster's ssh_config
+    Ssh {
+        file: PathBuf,
+        /// Node name, with or without the cluster prefix (e.g. worker-1)
+        node: Option<String>,
+        /// A command to run instead of a shell
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Print the cluster's ssh_config (for `ssh -F`)
+    SshConfig { file: PathBuf },
+    /// Print a 127.0.0.1 Jupyter URL, keeping an SSH tunnel open when one is needed
+    Jupyter { file: PathBuf },
     /// Show what exists and in which state, found by the cluster's tag
     Status {
         #[command(flatten)]
@@ -95,7 +144,7 @@ impl From<TargetArgs> for Target {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let ctx = cli::Context::new(args.state_dir, args.quiet);
+    let ctx = cli::Context::new(args.state_dir, args.quiet, args.parallel);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -112,6 +161,21 @@ fn main() -> ExitCode {
                 Command::Validate { file } => cli::validate(&ctx, &file).await,
                 Command::Plan { file, json } => cli::plan(&ctx, &file, json).await,
                 Command::Up { file, infra_only } => cli::up(&ctx, &file, infra_only).await,
+                Command::Check { file, json } => cli::check(&ctx, &file, json).await,
+                Command::Run {
+                    file,
+                    elastic,
+                    min_np,
+                    max_np,
+                    command,
+                } => cli::run(&ctx, &file, elastic.then_some((min_np, max_np)), &command).await,
+                Command::Ssh {
+                    file,
+                    node,
+                    command,
+                } => cli::ssh(&ctx, &file, node.as_deref(), &command).await,
+                Command::SshConfig { file } => cli::ssh_config(&ctx, &file).await,
+                Command::Jupyter { file } => cli::jupyter(&ctx, &file).await,
                 Command::Status { target, json } => cli::status(&ctx, target.into(), json).await,
                 Command::Down { target } => cli::down(&ctx, target.into()).await,
             }

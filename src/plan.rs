@@ -9,7 +9,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::profile::{JupyterAccess, Profile, StorageKind};
+use crate::profile::{JupyterAccess, Profile, ProviderKind, StorageKind};
 
 /// Every kind of resource hvd-cluster creates, in dependency order.
 #[derive(
@@ -357,6 +357,30 @@ impl Names<'_> {
 /// Everything but the workers, which depend on what exists (numbers are never reused).
 fn desired_fixed(p: &Profile) -> Vec<Desired> {
     let n = Names(&p.name);
+    if p.provider == ProviderKind::Local {
+        // Containers on one Docker network, /shared on one volume they all mount.
+        return vec![
+            Desired {
+                name: n.network(),
+                spec: Spec::Network,
+            },
+            Desired {
+                name: n.volume(),
+                spec: Spec::Volume { size_gb: 0 },
+            },
+            Desired {
+                name: n.master(),
+                spec: Spec::Server {
+                    role: Role::Master,
+                    index: 0,
+                    flavor: String::new(),
+                    image: String::new(),
+                    security_groups: vec![],
+                    network: n.network(),
+                },
+            },
+        ];
+    }
     let mut out = vec![Desired {
         name: n.keypair(),
         spec: Spec::Keypair,
@@ -486,6 +510,10 @@ fn desired_fixed(p: &Profile) -> Vec<Desired> {
 fn worker_spec(p: &Profile, index: u32) -> Desired {
     let n = Names(&p.name);
     let network = p.network.existing.clone().unwrap_or_else(|| n.network());
+    let security_groups = match p.provider {
+        ProviderKind::Local => vec![],
+        ProviderKind::OpenStack => vec![n.nodes_group()],
+    };
     Desired {
         name: n.worker(index),
         spec: Spec::Server {
@@ -493,7 +521,7 @@ fn worker_spec(p: &Profile, index: u32) -> Desired {
             index,
             flavor: p.workers.flavor.clone().unwrap_or_default(),
             image: p.worker_image().unwrap_or_default().to_string(),
-            security_groups: vec![n.nodes_group()],
+            security_groups,
             network,
         },
     }
@@ -989,6 +1017,28 @@ kind = "manila"
             _ => None,
         });
         assert_eq!(server_net.as_deref(), Some("private"));
+    }
+
+    #[test]
+    fn local_cluster_is_a_network_a_volume_and_containers() {
+        let text = "name = \"loc\"\nprovider = \"local\"\n[master]\n[workers]\ncount = 2\n";
+        let p = profile::parse(Path::new("l.toml"), text).unwrap();
+        let plan = plan(&p, &Observation::default());
+        let created = names_of(&plan, |a| matches!(a, Action::Create { .. }));
+        assert_eq!(
+            created,
+            [
+                "loc-net",
+                "loc-shared-volume",
+                "loc-master",
+                "loc-worker-1",
+                "loc-worker-2"
+            ]
+        );
+        assert!(plan
+            .actions
+            .iter()
+            .all(|a| !matches!(a.kind(), Kind::SecurityGroup | Kind::Keypair)));
     }
 
     #[test]

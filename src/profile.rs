@@ -161,12 +161,14 @@ pub struct StorageSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum ImageSource {
-    /// Build from the Dockerfile template shipped with hvd-cluster.
+    /// Built on this machine from the Dockerfile template shipped with hvd-cluster, then
+    /// transferred like `transfer`.
     #[default]
     Build,
     /// `docker pull` on every node.
     Pull,
-    /// Sent once from this machine to the master, fanned out to the workers.
+    /// An image already on this machine: sent once to the master, fanned out from there to
+    /// the workers over the private network (air-gapped clouds; no N registry pulls).
     Transfer,
 }
 
@@ -207,7 +209,7 @@ fn default_ssh_user() -> String {
     "debian".to_string()
 }
 fn default_container_image() -> String {
-    "hvd-cluster/horovod:0.28.1".to_string()
+    "hvd-cluster/horovod:tf2.12.1-hvd0.28.1".to_string()
 }
 fn default_ssh_port() -> u16 {
     12345

@@ -67,6 +67,8 @@ pub struct ClusterState {
     /// The clouds.yaml entry used, so `down --cluster NAME` needs no profile.
     #[serde(default)]
     pub cloud: Option<String>,
+    #[serde(default)]
+    pub provider: Option<crate::profile::ProviderKind>,
     /// Resources by name.
     #[serde(default)]
     pub resources: BTreeMap<String, Resource>,

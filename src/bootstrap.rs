@@ -1,0 +1,533 @@
+//! Bootstrap over SSH, one code path for every provider: once a node answers SSH, a list of
+//! idempotent steps, each a check and an apply, runs on all nodes in parallel with a bar per
+//! node: Docker, the GPU runtime (when the node has GPUs), /shared, the Horovod image, the
+//! cluster's keys, and the Horovod container; then the hostfile and the discovery file.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use futures::future::try_join_all;
+use serde::Serialize;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::profile::{ImageSource, Profile};
+use crate::progress::Progress;
+use crate::render::{self, HostSlots, RenderError, Renderer};
+use crate::ssh::{self, Host, Ssh, SshError};
+use crate::state::{ClusterDir, Node, StateError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    #[error(transparent)]
+    Ssh(#[from] SshError),
+    #[error(transparent)]
+    Render(#[from] RenderError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("{node}: step `{step}` failed: {detail}")]
+    Step {
+        node: String,
+        step: String,
+        detail: String,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Where files live on every node (mounted read-only into the Horovod container).
+pub const NODE_DIR: &str = "/etc/hvd-cluster";
+
+/// A connected node and what bootstrap learnt about it.
+pub struct NodeSession {
+    pub node: Node,
+    pub ssh: Ssh,
+    /// The interface holding the node's private address (for Gloo / NCCL), never docker0.
+    pub iface: String,
+}
+
+/// Writes the cluster's ssh_config (master by its public address when it has one, workers
+/// through the master) and returns its path.
+pub fn write_ssh_config(
+    dir: &ClusterDir,
+    user: &str,
+    nodes: &[Node],
+) -> Result<std::path::PathBuf, BootstrapError> {
+    let master = nodes
+        .iter()
+        .find(|n| n.role == "master")
+        .ok_or_else(|| BootstrapError::Other("the cluster has no master".into()))?;
+    let hosts: Vec<Host> = nodes
+        .iter()
+        .filter_map(|n| {
+            let is_master = n.role == "master";
+            let address = if is_master {
+                n.public_ip.clone().or_else(|| n.private_ip.clone())
+            } else {
+                n.private_ip.clone()
+            }?;
+            Some(Host {
+                alias: n.name.clone(),
+                address,
+                user: user.to_string(),
+                jump: (!is_master).then(|| master.name.clone()),
+            })
+        })
+        .collect();
+    let path = ssh::config_path(&dir.path);
+    crate::state::write_atomic(
+        &path,
+        ssh::render_config(&dir.path, &hosts).as_bytes(),
+        0o600,
+    )?;
+    Ok(path)
+}
+
+/// Connects to every node (master first: workers go through it), waiting with a deadline and
+/// showing why each is still waited for.
+pub async fn connect_all(
+    config: &Path,
+    nodes: &[Node],
+    progress: &Progress,
+    deadline: Duration,
+) -> Result<Vec<NodeSession>, BootstrapError> {
+    let mut ordered: Vec<&Node> = nodes.iter().collect();
+    ordered.sort_by_key(|n| n.role != "master");
+    let (master, workers) = ordered
+        .split_first()
+        .ok_or_else(|| BootstrapError::Other("no nodes".into()))?;
+    let mut sessions = vec![connect_one(config, master, progress, deadline).await?];
+    let rest = try_join_all(
+        workers
+            .iter()
+            .map(|n| connect_one(config, n, progress, deadline)),
+    )
+    .await?;
+    sessions.extend(rest);
+    Ok(sessions)
+}
+
+async fn connect_one(
+    config: &Path,
+    node: &Node,
+    progress: &Progress,
+    deadline: Duration,
+) -> Result<NodeSession, BootstrapError> {
+    let bar = progress.spinner(&format!("ssh {}", node.name));
+    let ssh = Ssh::wait(config, &node.name, deadline, |why| {
+        bar.set_message(why.to_string())
+    })
+    .await?;
+    bar.set_message("connected");
+    let ip = node.private_ip.clone().unwrap_or_default();
+    // The interface that holds the private address, as Gloo and NCCL need its name.
+    let iface = ssh
+        .run(&format!("ip -o -4 addr show | awk '{{ split($4, a, \"/\"); if (a[1] == \"{ip}\") print $2 }}' | head -n1"))
+        .await?
+        .trim()
+        .to_string();
+    bar.finish_and_clear();
+    if iface.is_empty() {
+        return Err(BootstrapError::Other(format!(
+            "{}: no interface holds its private address {ip}",
+            node.name
+        )));
+    }
+    Ok(NodeSession {
+        node: node.clone(),
+        ssh,
+        iface,
+    })
+}
+
+/// Runs `check`; when it fails runs `apply`, then `check` again, which must pass.
+async fn step(
+    s: &NodeSession,
+    name: &str,
+    check: &str,
+    apply: &str,
+    bar: &indicatif::ProgressBar,
+) -> Result<bool, BootstrapError> {
+    bar.set_message(format!("{name}: checking"));
+    if s.ssh.sudo(check).await.is_ok() {
+        return Ok(false);
+    }
+    bar.set_message(format!("{name}: applying"));
+    s.ssh.sudo(apply).await.map_err(|e| BootstrapError::Step {
+        node: s.node.name.clone(),
+        step: name.into(),
+        detail: e.to_string(),
+    })?;
+    s.ssh.sudo(check).await.map_err(|e| BootstrapError::Step {
+        node: s.node.name.clone(),
+        step: name.into(),
+        detail: format!("applied, but the check still fails: {e}"),
+    })?;
+    Ok(true)
+}
+
+/// What the steps need beyond the profile.
+pub struct Inputs<'a> {
+    pub profile: &'a Profile,
+    pub dir: &'a ClusterDir,
+    pub jupyter_token: &'a str,
+    /// The subnet allowed to mount /shared, e.g. `10.42.0.0/24`.
+    pub clients_cidr: String,
+}
+
+/// The Horovod hosts: every node, master first, with its slots.
+pub fn host_slots(sessions: &[NodeSession]) -> Vec<HostSlots> {
+    sessions
+        .iter()
+        .map(|s| HostSlots {
+            name: s.node.name.clone(),
+            address: s.node.private_ip.clone().unwrap_or_default(),
+            slots: s.node.slots.max(1),
+        })
+        .collect()
+}
+
+#[derive(Serialize)]
+struct ContainerValues<'a> {
+    role: &'a str,
+    gpus: u32,
+    config_hash: &'a str,
+    ssh_port: u16,
+    image: &'a str,
+    hosts: &'a [HostSlots],
+}
+
+/// Brings every node to the profile's state. Returns the number of steps that changed something.
+pub async fn bootstrap(
+    inputs: &Inputs<'_>,
+    sessions: &[NodeSession],
+    progress: &Progress,
+) -> Result<usize, BootstrapError> {
+    let r = Renderer::new()?;
+    let p = inputs.profile;
+    let master = sessions
+        .first()
+        .ok_or_else(|| BootstrapError::Other("no nodes".into()))?;
+    let master_ip = master.node.private_ip.clone().unwrap_or_default();
+    let hosts = host_slots(sessions);
+    let bars: Vec<indicatif::ProgressBar> = sessions
+        .iter()
+        .map(|s| progress.spinner(&s.node.name))
+        .collect();
+    let mut changed = 0;
+
+    // Docker and the GPU runtime: independent on every node.
+    let results = try_join_all(sessions.iter().zip(&bars).map(|(s, bar)| async {
+        let mut n = step(
+            s,
+            "docker",
+            &r.render("docker.check.sh", &json!({}))?,
+            &r.render("docker.apply.sh", &json!({}))?,
+            bar,
+        )
+        .await? as usize;
+        if s.node.gpus > 0 {
+            n += step(
+                s,
+                "gpu runtime",
+                &r.render("gpu.check.sh", &json!({}))?,
+                &r.render("gpu.apply.sh", &json!({}))?,
+                bar,
+            )
+            .await? as usize;
+        }
+        Ok::<usize, BootstrapError>(n)
+    }))
+    .await?;
+    changed += results.iter().sum::<usize>();
+
+    // /shared: the master serves it first, then the workers mount it.
+    if p.storage.kind != crate::profile::StorageKind::None {
+        let shared = |role: &str| json!({"role": role, "clients": inputs.clients_cidr, "master": master.node.name, "master_ip": master_ip});
+        changed += step(
+            master,
+            "shared",
+            &r.render("shared.check.sh", &shared("master"))?,
+            &r.render("shared.apply.sh", &shared("master"))?,
+            &bars[0],
+        )
+        .await? as usize;
+        let results = try_join_all(sessions.iter().zip(&bars).skip(1).map(|(s, bar)| async {
+            step(
+                s,
+                "shared",
+                &r.render("shared.check.sh", &shared("worker"))?,
+                &r.render("shared.apply.sh", &shared("worker"))?,
+                bar,
+            )
+            .await
+        }))
+        .await?;
+        changed += results.into_iter().filter(|c| *c).count();
+    }
+
+    // The Horovod image on every node.
+    changed += ensure_image(inputs, sessions, &bars).await?;
+
+    // Keys and files, then the container (recreated when its configuration changed).
+    let private_key = std::fs::read(inputs.dir.private_key())
+        .map_err(|e| BootstrapError::Other(format!("cannot read the cluster key: {e}")))?;
+    let public_key = std::fs::read(inputs.dir.public_key_file())
+        .map_err(|e| BootstrapError::Other(format!("cannot read the cluster key: {e}")))?;
+    let hostfile = r.hostfile(&hosts)?;
+    let discover = r.render("discover_hosts.sh", &json!({}))?;
+    let image = &p.container.image;
+    let image_id = local_image_id(image).await.unwrap_or_else(|| image.clone());
+    let results = try_join_all(sessions.iter().zip(&bars).map(|(s, bar)| {
+        let hosts = &hosts;
+        let r = &r;
+        let private_key = &private_key;
+        let public_key = &public_key;
+        let hostfile = &hostfile;
+        let discover = &discover;
+        let image_id = &image_id;
+        async move {
+            bar.set_message("keys and files");
+            let is_master = s.node.role == "master";
+            s.ssh
+                .write_file(
+                    &format!("{NODE_DIR}/ssh/authorized_keys"),
+                    public_key,
+                    0o600,
+                )
+                .await?;
+            s.ssh
+                .write_file(&format!("{NODE_DIR}/ssh/id_ed25519"), private_key, 0o600)
+                .await?;
+            s.ssh
+                .write_file(&format!("{NODE_DIR}/ssh/id_ed25519.pub"), public_key, 0o644)
+                .await?;
+            s.ssh
+                .write_file(
+                    &format!("{NODE_DIR}/check.py"),
+                    render::CHECK_JOB.as_bytes(),
+                    0o644,
+                )
+                .await?;
+            if is_master {
+                s.ssh
+                    .write_file(
+                        &format!("{NODE_DIR}/jupyter/token"),
+                        inputs.jupyter_token.as_bytes(),
+                        0o600,
+                    )
+                    .await?;
+                s.ssh
+                    .write_file(&format!("{NODE_DIR}/hostfile"), hostfile.as_bytes(), 0o644)
+                    .await?;
+                s.ssh
+                    .write_file(
+                        &format!("{NODE_DIR}/discover_hosts.sh"),
+                        discover.as_bytes(),
+                        0o755,
+                    )
+                    .await?;
+            }
+            // What the container depends on: a change recreates it. The token is hashed, never shown.
+            let mut h = Sha256::new();
+            for part in [
+                image_id.as_bytes(),
+                public_key,
+                inputs.jupyter_token.as_bytes(),
+                hostfile.as_bytes(),
+                s.node.role.as_bytes(),
+            ] {
+                h.update(part);
+                h.update([0]);
+            }
+            h.update(p.container.ssh_port.to_string());
+            let config_hash = hex::encode(&h.finalize()[..8]);
+            let values = ContainerValues {
+                role: &s.node.role,
+                gpus: s.node.gpus,
+                config_hash: &config_hash,
+                ssh_port: p.container.ssh_port,
+                image,
+                hosts,
+            };
+            let changed = step(
+                s,
+                "container",
+                &r.render("container.check.sh", &values)?,
+                &r.render("container.apply.sh", &values)?,
+                bar,
+            )
+            .await?;
+            bar.finish_and_clear();
+            Ok::<bool, BootstrapError>(changed)
+        }
+    }))
+    .await?;
+    changed += results.into_iter().filter(|c| *c).count();
+
+    // Every container's sshd answers the master's container (horovodrun's path).
+    wait_collective_ssh(sessions, p.container.ssh_port, Duration::from_secs(90)).await?;
+    Ok(changed)
+}
+
+/// Writes the elastic discovery file on the master atomically: `host:slots` per ready host.
+pub async fn write_discovery(
+    master: &NodeSession,
+    hosts: &[HostSlots],
+) -> Result<(), BootstrapError> {
+    master
+        .ssh
+        .write_file(
+            &format!("{NODE_DIR}/discovery/hosts"),
+            render::discovery_lines(hosts).as_bytes(),
+            0o644,
+        )
+        .await?;
+    Ok(())
+}
+
+async fn wait_collective_ssh(
+    sessions: &[NodeSession],
+    port: u16,
+    deadline: Duration,
+) -> Result<(), BootstrapError> {
+    let master = &sessions[0];
+    let started = std::time::Instant::now();
+    for s in sessions {
+        let ip = s.node.private_ip.clone().unwrap_or_default();
+        loop {
+            let probe = format!(
+                "docker exec hvd ssh -p {port} -o ConnectTimeout=3 -o BatchMode=yes {ip} true"
+            );
+            match master.ssh.sudo(&probe).await {
+                Ok(_) => break,
+                Err(e) if started.elapsed() > deadline => {
+                    return Err(BootstrapError::Step {
+                        node: s.node.name.clone(),
+                        step: "collective ssh".into(),
+                        detail: format!(
+                            "the master's container cannot reach sshd on {ip}:{port}: {e}"
+                        ),
+                    })
+                }
+                Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The id of an image on this machine's Docker engine, if it is there.
+pub async fn local_image_id(image: &str) -> Option<String> {
+    let out = tokio::process::Command::new("docker")
+        .args(["image", "inspect", "-f", "{{.Id}}", image])
+        .output()
+        .await
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Gets the Horovod image onto every node: `pull` on each node, or `transfer`: sent once from
+/// this machine to the master, then fanned out from the master to the workers over the
+/// private network (one copy over the user's link, not N).
+async fn ensure_image(
+    inputs: &Inputs<'_>,
+    sessions: &[NodeSession],
+    bars: &[indicatif::ProgressBar],
+) -> Result<usize, BootstrapError> {
+    let p = inputs.profile;
+    let image = &p.container.image;
+    let want = local_image_id(image).await;
+    let mut missing = Vec::new();
+    for s in sessions {
+        let id = s
+            .ssh
+            .sudo(&format!(
+                "docker image inspect -f '{{{{.Id}}}}' {image} 2>/dev/null || true"
+            ))
+            .await?;
+        let present = match &want {
+            Some(w) => id.trim() == w,
+            None => !id.trim().is_empty(),
+        };
+        if !present {
+            missing.push(s);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(0);
+    }
+    match p.container.source {
+        ImageSource::Pull => {
+            try_join_all(missing.iter().zip(bars).map(|(s, bar)| async move {
+                bar.set_message(format!("docker pull {image}"));
+                s.ssh.sudo(&format!("docker pull {image}")).await
+            }))
+            .await?;
+        }
+        ImageSource::Transfer | ImageSource::Build => {
+            if want.is_none() {
+                return Err(BootstrapError::Other(format!(
+                    "the image {image} is not on this machine; build it first (the local provider does so on `up`), or set container.source = \"pull\""
+                )));
+            }
+            let master = &sessions[0];
+            if missing.iter().any(|s| s.node.name == master.node.name) {
+                bars[0].set_message(format!("sending {image} to the master"));
+                let mut save = tokio::process::Command::new("docker")
+                    .args(["save", image])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| BootstrapError::Other(format!("docker save {image}: {e}")))?;
+                let stdout = save
+                    .stdout
+                    .take()
+                    .ok_or_else(|| BootstrapError::Other("docker save gave no output".into()))?;
+                master
+                    .ssh
+                    .pipe_into("sudo -n docker load -q", stdout)
+                    .await?;
+                let status = save
+                    .wait()
+                    .await
+                    .map_err(|e| BootstrapError::Other(format!("docker save {image}: {e}")))?;
+                if !status.success() {
+                    return Err(BootstrapError::Other(format!("docker save {image} failed")));
+                }
+            }
+            let workers: Vec<&NodeSession> = missing
+                .into_iter()
+                .filter(|s| s.node.name != master.node.name)
+                .collect();
+            if !workers.is_empty() {
+                bars[0].set_message(format!(
+                    "fanning {image} out to {} worker(s)",
+                    workers.len()
+                ));
+                let user = &p.ssh_user;
+                let targets: Vec<String> = workers
+                    .iter()
+                    .filter_map(|w| w.node.private_ip.clone())
+                    .collect();
+                let script = format!(
+                    "set -e\ntar=/var/tmp/hvd-image.tar\ndocker save -o $tar {image}\nfail=0\nfor ip in {}; do\n  ssh -i {NODE_DIR}/ssh/id_ed25519 -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={NODE_DIR}/ssh/known_hosts -o BatchMode=yes {user}@$ip 'sudo -n docker load -q' < $tar > /dev/null &\ndone\nfor j in $(jobs -p); do wait $j || fail=1; done\nrm -f $tar\nexit $fail\n",
+                    targets.join(" ")
+                );
+                // The master needs the cluster key to reach the workers' nodes.
+                let key = std::fs::read(inputs.dir.private_key()).map_err(|e| {
+                    BootstrapError::Other(format!("cannot read the cluster key: {e}"))
+                })?;
+                master
+                    .ssh
+                    .write_file(&format!("{NODE_DIR}/ssh/id_ed25519"), &key, 0o600)
+                    .await?;
+                master.ssh.sudo(&script).await?;
+            }
+        }
+    }
+    Ok(1)
+}

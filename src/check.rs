@@ -1,0 +1,331 @@
+//! The acceptance check, also the last step of `up`: the Horovod container runs on every
+//! node, a file written to /shared on the master is read on a worker (over NFS where the
+//! master serves it), Jupyter answers with its page title, and a real `horovodrun` over every
+//! slot allreduces a known tensor with every rank reporting its host.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::bootstrap::{host_slots, NodeSession, NODE_DIR};
+use crate::profile::{Profile, StorageKind};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("check `{check}` failed: {detail}")]
+    Failed { check: &'static str, detail: String },
+}
+
+fn failed(check: &'static str, detail: impl Into<String>) -> CheckError {
+    CheckError::Failed {
+        check,
+        detail: detail.into(),
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Bandwidth {
+    pub size_mib: u32,
+    pub ms: f64,
+    pub algbw_mibps: f64,
+    pub busbw_mibps: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct CheckReport {
+    pub containers: usize,
+    pub shared_read_on: Option<String>,
+    pub jupyter_title: Option<String>,
+    pub ranks: usize,
+    pub hosts: Vec<String>,
+    pub bandwidth: Vec<Bandwidth>,
+}
+
+/// The `horovodrun` command line for every slot, the master's included.
+pub fn horovodrun_args(
+    p: &Profile,
+    sessions: &[NodeSession],
+    elastic: Option<(u32, u32)>,
+) -> Vec<String> {
+    let hosts = host_slots(sessions);
+    let slots: u32 = hosts.iter().map(|h| h.slots).sum();
+    let mut ifaces: Vec<String> = sessions
+        .iter()
+        .map(|s| s.iface.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    ifaces.retain(|i| !i.is_empty() && i != "docker0");
+    let mut args = vec![
+        "horovodrun".to_string(),
+        match p.container.collective {
+            crate::profile::Collective::Gloo => "--gloo".into(),
+            crate::profile::Collective::Mpi => "--mpi".into(),
+        },
+        "-p".into(),
+        p.container.ssh_port.to_string(),
+        "-i".into(),
+        "/root/.ssh/id_ed25519".into(),
+        "--network-interfaces".into(),
+        ifaces.join(","),
+    ];
+    match elastic {
+        None => {
+            args.extend([
+                "-np".into(),
+                slots.to_string(),
+                "--hostfile".into(),
+                format!("{NODE_DIR}/hostfile"),
+            ]);
+        }
+        Some((min, max)) => {
+            args.extend([
+                "-np".into(),
+                min.max(1).to_string(),
+                "--min-np".into(),
+                min.max(1).to_string(),
+                "--max-np".into(),
+                max.to_string(),
+                "--start-timeout".into(),
+                "600".into(),
+                "--host-discovery-script".into(),
+                format!("{NODE_DIR}/discover_hosts.sh"),
+            ]);
+        }
+    }
+    args
+}
+
+/// Parses the check job's output into the ranks' hosts and the bandwidth lines.
+pub fn parse_job_output(out: &str) -> (Vec<(u32, String, bool)>, Vec<Bandwidth>) {
+    let field = |line: &str, key: &str| -> Option<String> {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{key}=")).map(str::to_string))
+    };
+    let mut ranks = Vec::new();
+    let mut bw = Vec::new();
+    for line in out.lines() {
+        if let Some(i) = line.find("HVD_RANK ") {
+            let l = &line[i..];
+            if let (Some(rank), Some(host), Some(ok)) =
+                (field(l, "rank"), field(l, "host"), field(l, "ok"))
+            {
+                if let Ok(rank) = rank.parse() {
+                    ranks.push((rank, host, ok == "True"));
+                }
+            }
+        } else if let Some(i) = line.find("HVD_BW ") {
+            let l = &line[i..];
+            let num = |k: &str| field(l, k).and_then(|v| v.parse::<f64>().ok());
+            if let (Some(size), Some(ms), Some(alg), Some(bus)) = (
+                num("size_mib"),
+                num("ms"),
+                num("algbw_mibps"),
+                num("busbw_mibps"),
+            ) {
+                bw.push(Bandwidth {
+                    size_mib: size as u32,
+                    ms,
+                    algbw_mibps: alg,
+                    busbw_mibps: bus,
+                });
+            }
+        }
+    }
+    ranks.sort();
+    ranks.dedup_by_key(|r| r.0);
+    (ranks, bw)
+}
+
+/// Runs the four checks. `jupyter_url` is a URL this machine can reach (a tunnel or published port).
+pub async fn run(
+    p: &Profile,
+    sessions: &[NodeSession],
+    jupyter_url: Option<&str>,
+) -> Result<CheckReport, CheckError> {
+    let mut report = CheckReport::default();
+    let master = sessions
+        .first()
+        .ok_or_else(|| failed("nodes", "the cluster has no nodes"))?;
+
+    // 1. The Horovod container runs on every node.
+    for s in sessions {
+        let state = s
+            .ssh
+            .sudo("docker inspect -f '{{.State.Running}}' hvd")
+            .await
+            .map_err(|e| failed("containers", e.to_string()))?;
+        if state.trim() != "true" {
+            return Err(failed(
+                "containers",
+                format!("the Horovod container is not running on {}", s.node.name),
+            ));
+        }
+        report.containers += 1;
+    }
+
+    // 2. A file written on the master's /shared is read on a worker.
+    if p.storage.kind != StorageKind::None {
+        let token = format!("hvd-check-{:016x}", rand::random::<u64>());
+        let file = format!("/shared/.hvd-check-{}", &token[10..]);
+        master
+            .ssh
+            .sudo(&format!("docker exec hvd sh -c 'echo {token} > {file}'"))
+            .await
+            .map_err(|e| failed("shared", e.to_string()))?;
+        let reader = sessions.get(1).unwrap_or(master);
+        let master_ip = master.node.private_ip.clone().unwrap_or_default();
+        // Over the NFS protocol where the master serves it (userspace client: no kernel NFS needed).
+        let nfs_read = if p.storage.kind == StorageKind::MasterNfs {
+            format!("nfs-cat 'nfs://{master_ip}{file}?version=4' 2>/dev/null || docker exec hvd cat {file}")
+        } else {
+            format!("docker exec hvd cat {file}")
+        };
+        let got = reader
+            .ssh
+            .sudo(&nfs_read)
+            .await
+            .map_err(|e| failed("shared", e.to_string()))?;
+        let _ = master.ssh.sudo(&format!("rm -f {file}")).await;
+        if got.trim() != token {
+            return Err(failed(
+                "shared",
+                format!(
+                    "{} read {:?} from {file}, not what the master wrote",
+                    reader.node.name,
+                    got.trim()
+                ),
+            ));
+        }
+        report.shared_read_on = Some(reader.node.name.clone());
+    }
+
+    // 3. Jupyter answers with its page title.
+    if let Some(url) = jupyter_url {
+        report.jupyter_title = Some(jupyter_title(url).await?);
+    }
+
+    // 4. A real horovodrun over every slot: all ranks join, each on its own host.
+    let args = horovodrun_args(p, sessions, None);
+    // The exit code travels in the output so that a failure still shows what horovodrun said.
+    let command = format!(
+        "docker exec hvd {} python {NODE_DIR}/check.py 2>&1; echo HVD_EXIT=$?",
+        args.join(" ")
+    );
+    let out = master
+        .ssh
+        .sudo(&command)
+        .await
+        .map_err(|e| failed("horovodrun", e.to_string()))?;
+    let (ranks, bandwidth) = parse_job_output(&out);
+    if !out.contains("HVD_EXIT=0") {
+        let tail: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
+        return Err(failed(
+            "horovodrun",
+            format!(
+                "`{}` failed:\n{}",
+                args.join(" "),
+                tail[tail.len().saturating_sub(15)..].join("\n")
+            ),
+        ));
+    }
+    let expected: u32 = host_slots(sessions).iter().map(|h| h.slots).sum();
+    let joined: BTreeSet<String> = ranks.iter().map(|r| r.1.clone()).collect();
+    let missing: Vec<&str> = sessions
+        .iter()
+        .map(|s| s.node.name.as_str())
+        .filter(|n| !joined.contains(*n))
+        .collect();
+    if ranks.len() as u32 != expected || !missing.is_empty() {
+        return Err(failed(
+            "horovodrun",
+            format!(
+                "{} of {expected} ranks joined; no rank on: {}",
+                ranks.len(),
+                if missing.is_empty() {
+                    "-".into()
+                } else {
+                    missing.join(", ")
+                }
+            ),
+        ));
+    }
+    if let Some(bad) = ranks.iter().find(|r| !r.2) {
+        return Err(failed(
+            "horovodrun",
+            format!("rank {} on {} got a wrong allreduce result", bad.0, bad.1),
+        ));
+    }
+    report.ranks = ranks.len();
+    report.hosts = joined.into_iter().collect();
+    report.bandwidth = bandwidth;
+    Ok(report)
+}
+
+/// GETs the Jupyter URL until it answers 200 with a `<title>`, for up to two minutes.
+pub async fn jupyter_title(url: &str) -> Result<String, CheckError> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| failed("jupyter", e.to_string()))?;
+    let started = std::time::Instant::now();
+    let mut last = String::new();
+    while started.elapsed() < Duration::from_secs(120) {
+        match client.get(url).send().await {
+            Ok(resp) if resp.status().is_success() => {
+                let body = resp.text().await.unwrap_or_default();
+                if let Some(title) = body
+                    .split("<title>")
+                    .nth(1)
+                    .and_then(|t| t.split("</title>").next())
+                {
+                    return Ok(title.trim().to_string());
+                }
+                last = "a page without a title".into();
+            }
+            Ok(resp) => last = format!("HTTP {}", resp.status()),
+            Err(e) => {
+                last = if e.is_connect() {
+                    "connection refused".into()
+                } else {
+                    e.to_string()
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    // The URL carries the token: name only its origin.
+    let origin = url.split('?').next().unwrap_or(url);
+    Err(failed(
+        "jupyter",
+        format!("{origin} did not answer with a page title within 120s (last: {last})"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ranks_and_bandwidth_from_horovodrun_output() {
+        let out = "[1]<stdout>:HVD_RANK rank=1 size=3 host=c-worker-1 sum=6 expected=6 ok=True\n\
+                   [0]<stdout>:HVD_RANK rank=0 size=3 host=c-master sum=6 expected=6 ok=True\n\
+                   noise\n\
+                   [2]<stdout>:HVD_RANK rank=2 size=3 host=c-worker-2 sum=5 expected=6 ok=False\n\
+                   [0]<stdout>:HVD_BW size_mib=16 ms=80.5 algbw_mibps=198.8 busbw_mibps=265.0 ok=True\n";
+        let (ranks, bw) = parse_job_output(out);
+        assert_eq!(ranks.len(), 3);
+        assert_eq!(ranks[0], (0, "c-master".into(), true));
+        assert_eq!(ranks[2], (2, "c-worker-2".into(), false));
+        assert_eq!(
+            bw,
+            vec![Bandwidth {
+                size_mib: 16,
+                ms: 80.5,
+                algbw_mibps: 198.8,
+                busbw_mibps: 265.0
+            }]
+        );
+    }
+}

@@ -1,0 +1,166 @@
+//! The local provider's images, built from Debian packages and PyPI (no registry is needed):
+//! a debootstrapped Debian base, the node image (what a cloud VM looks like) and the Horovod
+//! image. The recipe (Dockerfiles, entrypoints, the build script) is compiled into the binary,
+//! written to a cache folder and run; every image carries a hash of its inputs, so a second
+//! build of an unchanged recipe takes a second.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::progress::Progress;
+
+/// Image names the build produces (see `scripts/build-images`).
+pub const BASE_IMAGE: &str = "hvd-cluster/debian:bookworm";
+pub const NODE_IMAGE: &str = crate::provider::local::NODE_IMAGE;
+pub const HOROVOD_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-hvd0.28.1";
+
+const BUILD_SCRIPT: &str = include_str!("../scripts/build-images");
+
+/// (path under templates/images, text) of every file of the image recipes.
+const RECIPE: &[(&str, &str)] = &[
+    (
+        "base/apt-container.conf",
+        include_str!("../templates/images/base/apt-container.conf"),
+    ),
+    (
+        "base/debian.sources",
+        include_str!("../templates/images/base/debian.sources"),
+    ),
+    (
+        "base/dpkg-excludes",
+        include_str!("../templates/images/base/dpkg-excludes"),
+    ),
+    (
+        "base/policy-rc.d",
+        include_str!("../templates/images/base/policy-rc.d"),
+    ),
+    (
+        "base/setup.sh",
+        include_str!("../templates/images/base/setup.sh"),
+    ),
+    (
+        "horovod/Dockerfile",
+        include_str!("../templates/images/horovod/Dockerfile"),
+    ),
+    (
+        "horovod/constraints.txt",
+        include_str!("../templates/images/horovod/constraints.txt"),
+    ),
+    (
+        "horovod/entrypoint.sh",
+        include_str!("../templates/images/horovod/entrypoint.sh"),
+    ),
+    (
+        "horovod/jupyter_server_config.py",
+        include_str!("../templates/images/horovod/jupyter_server_config.py"),
+    ),
+    (
+        "horovod/sshd_config",
+        include_str!("../templates/images/horovod/sshd_config"),
+    ),
+    (
+        "node/Dockerfile",
+        include_str!("../templates/images/node/Dockerfile"),
+    ),
+    (
+        "node/entrypoint.sh",
+        include_str!("../templates/images/node/entrypoint.sh"),
+    ),
+    (
+        "node/ganesha.conf.tmpl",
+        include_str!("../templates/images/node/ganesha.conf.tmpl"),
+    ),
+    (
+        "node/nfs-export.sh",
+        include_str!("../templates/images/node/nfs-export.sh"),
+    ),
+    (
+        "node/sshd_config",
+        include_str!("../templates/images/node/sshd_config"),
+    ),
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("cannot prepare the image recipe in {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("building the images failed (exit {code}); last lines:\n{tail}")]
+    Build { code: String, tail: String },
+}
+
+/// Builds whatever of base, node and Horovod image is missing or out of date, showing the
+/// build's steps. `cache` holds the unpacked recipe.
+pub async fn ensure(cache: &Path, targets: &[&str], progress: &Progress) -> Result<(), ImageError> {
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| ImageError::Io { path, source }
+    };
+    let root = cache.join("recipe");
+    for (rel, text) in RECIPE {
+        let path = root.join("templates/images").join(rel);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io(dir))?;
+        }
+        std::fs::write(&path, text).map_err(io(&path))?;
+        if rel.ends_with(".sh") || rel.ends_with("policy-rc.d") {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                .map_err(io(&path))?;
+        }
+    }
+    let script = root.join("scripts/build-images");
+    if let Some(dir) = script.parent() {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+    }
+    std::fs::write(&script, BUILD_SCRIPT).map_err(io(&script))?;
+
+    let spinner = progress.spinner("images");
+    let mut child = tokio::process::Command::new("bash")
+        .arg(&script)
+        .args(targets)
+        .env("LOG_DIR", cache.join("logs"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(io(&script))?;
+    let mut tail: Vec<String> = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        let mut lines = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("built ")
+                || line.contains("up to date")
+                || line.contains("debootstrap")
+            {
+                progress.line(format!("  {}", line.trim()));
+            }
+            spinner.set_message(line.trim().to_string());
+            tail.push(line);
+            if tail.len() > 30 {
+                tail.remove(0);
+            }
+        }
+    }
+    let output = child.wait_with_output().await.map_err(io(&script))?;
+    spinner.finish_and_clear();
+    if !output.status.success() {
+        tail.extend(
+            String::from_utf8_lossy(&output.stderr)
+                .lines()
+                .map(str::to_string),
+        );
+        let n = tail.len();
+        return Err(ImageError::Build {
+            code: output
+                .status
+                .code()
+                .map_or("signal".into(), |c| c.to_string()),
+            tail: tail[n.saturating_sub(20)..].join("\n"),
+        });
+    }
+    Ok(())
+}

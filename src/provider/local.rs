@@ -1,0 +1,367 @@
+//! The local provider: each node is a container on this machine's Docker engine with its own
+//! address on a per-cluster Docker network, running sshd and its own Docker engine, so the
+//! bootstrap over SSH is the same as on a cloud.
+//!
+//! Every container, network and volume carries the label `hvd-cluster=<cluster>`; `down`
+//! removes exactly those.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use tokio::process::Command;
+
+use crate::apply::{Provider, ProviderError};
+use crate::plan::{Desired, Health, Kind, Names, Observed, Role, Spec};
+use crate::state::Node;
+
+pub const LABEL: &str = "hvd-cluster";
+/// The node image (what a cloud VM looks like): sshd, dockerd, nfs-ganesha.
+pub const NODE_IMAGE: &str = "hvd-cluster/node:bookworm";
+
+pub struct LocalProvider {
+    public_key: Option<String>,
+    /// Docker options that make a node able to run its own Docker engine.
+    node_security: Vec<String>,
+}
+
+/// Runs `docker ARGS`, returning stdout; an error carries docker's own words.
+pub async fn docker(args: &[&str]) -> Result<String, ProviderError> {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .await
+        .map_err(|e| {
+            ProviderError::Cloud(format!("cannot run docker: {e} (is Docker installed?)"))
+        })?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(ProviderError::Cloud(format!(
+            "docker {}: {}",
+            args.iter().take(2).copied().collect::<Vec<_>>().join(" "),
+            stderr.trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn is_missing(e: &ProviderError) -> bool {
+    let s = e.to_string();
+    s.contains("No such") || s.contains("not found") || s.contains("no such")
+}
+
+#[derive(Deserialize)]
+struct PsLine {
+    #[serde(rename = "ID")]
+    id: String,
+    #[serde(rename = "Names")]
+    names: String,
+    #[serde(rename = "State")]
+    state: String,
+    #[serde(rename = "Status", default)]
+    status: String,
+}
+
+#[derive(Deserialize)]
+struct LsLine {
+    #[serde(rename = "Name")]
+    name: String,
+    #[serde(rename = "ID", default)]
+    id: String,
+}
+
+impl LocalProvider {
+    /// Checks the engine answers and finds how to run a node that can run Docker itself.
+    pub async fn connect() -> Result<LocalProvider, ProviderError> {
+        docker(&["version", "--format", "{{.Server.Version}}"])
+            .await
+            .map_err(|e| {
+                ProviderError::Cloud(format!(
+                    "the local provider needs a running Docker engine: {e}"
+                ))
+            })?;
+        Ok(LocalProvider {
+            public_key: None,
+            node_security: vec![],
+        })
+    }
+
+    pub fn set_public_key(&mut self, key: String) {
+        self.public_key = Some(key);
+    }
+
+    /// `--privileged` where the engine allows it; on hosts whose capability bounding set lacks
+    /// some capability it fails ("unable to apply caps"), so the nearest equivalent is used.
+    async fn security_options(&self) -> Vec<String> {
+        if !self.node_security.is_empty() {
+            return self.node_security.clone();
+        }
+        let probe = docker(&[
+            "run",
+            "--rm",
+            "--privileged",
+            "--entrypoint",
+            "true",
+            NODE_IMAGE,
+        ])
+        .await;
+        if probe.is_ok() {
+            return vec!["--privileged".into()];
+        }
+        [
+            "--cap-add=ALL",
+            "--cap-drop=SYS_RESOURCE",
+            "--security-opt=seccomp=unconfined",
+            "--security-opt=apparmor=unconfined",
+            "--security-opt=systempaths=unconfined",
+            "--device=/dev/fuse",
+            "--device-cgroup-rule=a *:* rwm",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    async fn containers(&self, cluster: &str) -> Result<Vec<PsLine>, ProviderError> {
+        let filter = format!("label={LABEL}={cluster}");
+        let out = docker(&[
+            "ps",
+            "-a",
+            "--no-trunc",
+            "--filter",
+            &filter,
+            "--format",
+            "{{json .}}",
+        ])
+        .await?;
+        Ok(out
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect())
+    }
+
+    async fn listed(&self, what: &str, cluster: &str) -> Result<Vec<LsLine>, ProviderError> {
+        let filter = format!("label={LABEL}={cluster}");
+        let out = docker(&[what, "ls", "--filter", &filter, "--format", "{{json .}}"]).await?;
+        Ok(out
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect())
+    }
+
+    /// Every node container with its address on the cluster network, master first.
+    pub async fn nodes(&self, cluster: &str) -> Result<Vec<Node>, ProviderError> {
+        let net = Names(cluster).network();
+        let mut nodes = Vec::new();
+        for c in self.containers(cluster).await? {
+            let format = format!("{{{{(index .NetworkSettings.Networks \"{net}\").IPAddress}}}} {{{{index .Config.Labels \"hvd-role\"}}}}");
+            let out = docker(&["inspect", "-f", &format, &c.id]).await?;
+            let mut parts = out.split_whitespace();
+            let ip = parts
+                .next()
+                .map(str::to_string)
+                .filter(|s| !s.is_empty() && s != "<no");
+            let role = parts.next().unwrap_or("worker").to_string();
+            nodes.push(Node {
+                name: c.names.clone(),
+                role,
+                private_ip: ip.clone(),
+                public_ip: None,
+                slots: 1,
+                gpus: 0,
+            });
+        }
+        nodes.sort_by_key(|n| {
+            (
+                n.role != "master",
+                Names(cluster).worker_index(&n.name).unwrap_or(0),
+            )
+        });
+        Ok(nodes)
+    }
+
+    /// The 127.0.0.1 address Jupyter on the master is published at.
+    pub async fn jupyter_endpoint(&self, cluster: &str) -> Result<Option<String>, ProviderError> {
+        match docker(&["port", &Names(cluster).master(), "8888/tcp"]).await {
+            Ok(out) => Ok(out
+                .lines()
+                .find(|l| l.starts_with("127.0.0.1:"))
+                .map(str::to_string)),
+            Err(e) if is_missing(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn create_node(
+        &self,
+        cluster: &str,
+        d: &Desired,
+        role: Role,
+    ) -> Result<String, ProviderError> {
+        let n = Names(cluster);
+        let key = self
+            .public_key
+            .as_deref()
+            .ok_or_else(|| ProviderError::Cloud("no public key for the node".into()))?;
+        let docker_volume = format!("{}-docker", d.name);
+        let label = format!("{LABEL}={cluster}");
+        docker(&[
+            "volume",
+            "create",
+            "--label",
+            &label,
+            "--label",
+            &format!("hvd-node={}", d.name),
+            &docker_volume,
+        ])
+        .await?;
+        let role_label = format!(
+            "hvd-role={}",
+            if role == Role::Master {
+                "master"
+            } else {
+                "worker"
+            }
+        );
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "-d".into(),
+            "--name".into(),
+            d.name.clone(),
+            "--hostname".into(),
+            d.name.clone(),
+            "--label".into(),
+            label,
+            "--label".into(),
+            role_label,
+            "--network".into(),
+            n.network(),
+            "-v".into(),
+            format!("{docker_volume}:/var/lib/docker"),
+            // No NFS client in this kernel: the nodes see /shared through one volume; the
+            // master also serves it over NFS (userspace) and `check` reads it that way.
+            "-v".into(),
+            format!("{}:/shared", n.volume()),
+            "-e".into(),
+            format!("SSH_AUTHORIZED_KEYS={key}"),
+        ];
+        if role == Role::Master {
+            args.extend(["-p".into(), "127.0.0.1::8888".into()]);
+        }
+        args.extend(self.security_options().await);
+        args.push(NODE_IMAGE.into());
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let id = docker(&argv).await?;
+        Ok(id.trim().to_string())
+    }
+}
+
+impl Provider for LocalProvider {
+    async fn observe(&self, cluster: &str) -> Result<Vec<Observed>, ProviderError> {
+        let mut out = Vec::new();
+        for k in [Kind::Network, Kind::Volume, Kind::Server] {
+            out.extend(self.poll(cluster, k).await?);
+        }
+        Ok(out)
+    }
+
+    async fn poll(&self, cluster: &str, kind: Kind) -> Result<Vec<Observed>, ProviderError> {
+        match kind {
+            Kind::Network => Ok(self
+                .listed("network", cluster)
+                .await?
+                .into_iter()
+                .map(|l| Observed {
+                    kind,
+                    name: l.name,
+                    id: l.id,
+                    health: Health::Ready,
+                })
+                .collect()),
+            Kind::Volume => {
+                // A node's own /var/lib/docker volume goes with its container; listed here only
+                // when orphaned, so `down` removes it.
+                let containers: Vec<String> = self
+                    .containers(cluster)
+                    .await?
+                    .into_iter()
+                    .map(|c| c.names)
+                    .collect();
+                Ok(self
+                    .listed("volume", cluster)
+                    .await?
+                    .into_iter()
+                    .filter(|l| !containers.iter().any(|c| l.name == format!("{c}-docker")))
+                    .map(|l| Observed {
+                        kind,
+                        id: l.name.clone(),
+                        name: l.name,
+                        health: Health::Ready,
+                    })
+                    .collect())
+            }
+            Kind::Server => Ok(self
+                .containers(cluster)
+                .await?
+                .into_iter()
+                .map(|c| {
+                    let health = match c.state.as_str() {
+                        "running" => Health::Ready,
+                        "created" | "restarting" => Health::Pending,
+                        other => Health::Failed(format!("container {other}: {}", c.status)),
+                    };
+                    Observed {
+                        kind,
+                        name: c.names,
+                        id: c.id,
+                        health,
+                    }
+                })
+                .collect()),
+            _ => Ok(vec![]),
+        }
+    }
+
+    async fn create(
+        &self,
+        cluster: &str,
+        d: &Desired,
+        _ids: &BTreeMap<String, String>,
+    ) -> Result<String, ProviderError> {
+        let label = format!("{LABEL}={cluster}");
+        match &d.spec {
+            Spec::Network => {
+                let out = docker(&["network", "create", "--label", &label, &d.name]).await?;
+                Ok(out.trim().to_string())
+            }
+            Spec::Volume { .. } => {
+                docker(&["volume", "create", "--label", &label, &d.name]).await?;
+                Ok(d.name.clone())
+            }
+            Spec::Server { role, .. } => self.create_node(cluster, d, *role).await,
+            other => Err(ProviderError::Cloud(format!(
+                "the local provider has no {:?}",
+                other.kind()
+            ))),
+        }
+    }
+
+    async fn delete(&self, old: &Observed) -> Result<(), ProviderError> {
+        let result = match old.kind {
+            Kind::Network => docker(&["network", "rm", &old.id]).await.map(drop),
+            Kind::Volume => docker(&["volume", "rm", "-f", &old.id]).await.map(drop),
+            Kind::Server => {
+                let rm = docker(&["rm", "-f", "-v", &old.id]).await.map(drop);
+                let volume = format!("{}-docker", old.name);
+                match docker(&["volume", "rm", "-f", &volume]).await {
+                    Err(e) if !is_missing(&e) => return Err(e),
+                    _ => rm,
+                }
+            }
+            _ => Ok(()),
+        };
+        match result {
+            Err(e) if is_missing(&e) => Ok(()),
+            other => other,
+        }
+    }
+}

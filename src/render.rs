@@ -1,0 +1,188 @@
+//! Everything written onto a node, rendered from tera templates compiled into the binary.
+//! Pure: values in, text out.
+
+use serde::Serialize;
+use tera::{Context, Tera};
+
+/// (name, text) of every template shipped in `templates/`.
+const TEMPLATES: &[(&str, &str)] = &[
+    (
+        "docker.check.sh",
+        include_str!("../templates/node/docker.check.sh"),
+    ),
+    (
+        "docker.apply.sh",
+        include_str!("../templates/node/docker.apply.sh"),
+    ),
+    (
+        "gpu.check.sh",
+        include_str!("../templates/node/gpu.check.sh"),
+    ),
+    (
+        "gpu.apply.sh",
+        include_str!("../templates/node/gpu.apply.sh"),
+    ),
+    (
+        "shared.check.sh",
+        include_str!("../templates/node/shared.check.sh"),
+    ),
+    (
+        "shared.apply.sh",
+        include_str!("../templates/node/shared.apply.sh"),
+    ),
+    (
+        "container.check.sh",
+        include_str!("../templates/node/container.check.sh"),
+    ),
+    (
+        "container.apply.sh",
+        include_str!("../templates/node/container.apply.sh"),
+    ),
+    ("hostfile", include_str!("../templates/node/hostfile")),
+    (
+        "discover_hosts.sh",
+        include_str!("../templates/node/discover_hosts.sh"),
+    ),
+];
+
+/// The acceptance check job, run by every rank.
+pub const CHECK_JOB: &str = include_str!("../templates/check/hvd_check.py");
+
+#[derive(Debug, thiserror::Error)]
+#[error("template {name}: {detail}")]
+pub struct RenderError {
+    pub name: String,
+    pub detail: String,
+}
+
+/// A host as the collective runtime sees it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct HostSlots {
+    pub name: String,
+    pub address: String,
+    pub slots: u32,
+}
+
+pub struct Renderer {
+    tera: Tera,
+}
+
+impl Renderer {
+    pub fn new() -> Result<Renderer, RenderError> {
+        let mut tera = Tera::new();
+        tera.add_raw_templates(TEMPLATES.iter().copied())
+            .map_err(|e| RenderError {
+                name: "(all)".into(),
+                detail: error_chain(&e),
+            })?;
+        Ok(Renderer { tera })
+    }
+
+    pub fn render(&self, name: &str, values: &impl Serialize) -> Result<String, RenderError> {
+        let context = Context::from_serialize(values).map_err(|e| RenderError {
+            name: name.into(),
+            detail: error_chain(&e),
+        })?;
+        self.tera.render(name, &context).map_err(|e| RenderError {
+            name: name.into(),
+            detail: error_chain(&e),
+        })
+    }
+
+    /// `host slots=N` lines for `horovodrun --hostfile`.
+    pub fn hostfile(&self, hosts: &[HostSlots]) -> Result<String, RenderError> {
+        // horovodrun fails on a blank line in a hostfile.
+        let text = self.render("hostfile", &serde_json::json!({ "hosts": hosts }))?;
+        Ok(text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| format!("{l}\n"))
+            .collect())
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}
+
+/// `host:slots` lines for Horovod's elastic discovery script.
+pub fn discovery_lines(hosts: &[HostSlots]) -> String {
+    hosts
+        .iter()
+        .map(|h| format!("{}:{}\n", h.address, h.slots))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn hosts() -> Vec<HostSlots> {
+        vec![
+            HostSlots {
+                name: "c-master".into(),
+                address: "10.0.0.2".into(),
+                slots: 1,
+            },
+            HostSlots {
+                name: "c-worker-1".into(),
+                address: "10.0.0.3".into(),
+                slots: 2,
+            },
+        ]
+    }
+
+    #[test]
+    fn hostfile_and_discovery() {
+        let r = Renderer::new().unwrap();
+        assert_eq!(
+            r.hostfile(&hosts()).unwrap(),
+            "10.0.0.2 slots=1\n10.0.0.3 slots=2\n"
+        );
+        assert_eq!(discovery_lines(&hosts()), "10.0.0.2:1\n10.0.0.3:2\n");
+    }
+
+    #[test]
+    fn container_command_carries_hash_hosts_and_jupyter_only_on_master() {
+        let r = Renderer::new().unwrap();
+        let values = |role: &str, gpus: u32| json!({"role": role, "gpus": gpus, "config_hash": "abc123", "ssh_port": 12345, "image": "img:1", "hosts": hosts()});
+        let master = r
+            .render("container.apply.sh", &values("master", 0))
+            .unwrap();
+        assert!(master.contains("--label hvd-cluster.config=abc123"));
+        assert!(master.contains("--add-host c-worker-1:10.0.0.3"));
+        assert!(master.contains("-e HVD_JUPYTER=1"));
+        assert!(!master.contains("--gpus"));
+        let worker = r
+            .render("container.apply.sh", &values("worker", 2))
+            .unwrap();
+        assert!(!worker.contains("HVD_JUPYTER"));
+        assert!(worker.contains("--gpus all"));
+        let check = r
+            .render("container.check.sh", &values("worker", 0))
+            .unwrap();
+        assert!(
+            check.contains("'{{.State.Running}} {{index .Config.Labels \"hvd-cluster.config\"}}'"),
+            "{check}"
+        );
+        assert!(check.contains("= \"true abc123\""));
+    }
+
+    #[test]
+    fn shared_steps_differ_by_role() {
+        let r = Renderer::new().unwrap();
+        let v = |role: &str| json!({"role": role, "clients": "10.0.0.0/24", "master": "c-master", "master_ip": "10.0.0.2"});
+        let m = r.render("shared.apply.sh", &v("master")).unwrap();
+        assert!(m.contains("hvd-nfs-export /shared 10.0.0.0/24"));
+        let w = r.render("shared.apply.sh", &v("worker")).unwrap();
+        assert!(w.contains("mount -t nfs4 -o vers=4.0,proto=tcp 10.0.0.2:/shared /shared"));
+    }
+}

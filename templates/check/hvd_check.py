@@ -1,0 +1,29 @@
+"""hvd-cluster acceptance check: every rank allreduces a known tensor and reports its host;
+rank 0 times allreduce for a few message sizes. Output lines are parsed by `hvd-cluster check`."""
+import os
+import socket
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import horovod.tensorflow as hvd  # noqa: E402
+
+hvd.init()
+rank, size, host = hvd.rank(), hvd.size(), socket.gethostname()
+value = hvd.allreduce(tf.fill([4], float(rank + 1)), op=hvd.Sum, name="known").numpy()
+expected = size * (size + 1) / 2
+print(f"HVD_RANK rank={rank} size={size} host={host} sum={value[0]:g} expected={expected:g} "
+      f"ok={bool(np.allclose(value, expected))}", flush=True)
+for mib in [int(m) for m in os.environ.get("HVD_CHECK_SIZES_MIB", "1,16,64").split(",") if m]:
+    t = tf.ones([mib * 1024 * 1024 // 4], tf.float32)
+    hvd.allreduce(t, op=hvd.Sum, name=f"warm_{mib}")
+    iters = 3
+    t0 = time.perf_counter()
+    for i in range(iters):
+        out = hvd.allreduce(t, op=hvd.Sum, name=f"bw_{mib}_{i}")
+    dt = (time.perf_counter() - t0) / iters
+    if rank == 0:
+        busbw = mib / dt * 2 * (size - 1) / size if size > 1 else 0.0
+        print(f"HVD_BW size_mib={mib} ms={dt * 1000:.1f} algbw_mibps={mib / dt:.1f} busbw_mibps={busbw:.1f} "
+              f"ok={float(out[0]) == float(size)}", flush=True)

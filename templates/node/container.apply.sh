@@ -1,0 +1,13 @@
+# (Re)creates the Horovod container: host network, /shared, the cluster's keys.
+set -e
+docker rm -f hvd >/dev/null 2>&1 || true
+docker run -d --name hvd --restart unless-stopped --network host \
+  --hostname "$(hostname)" \
+  --label hvd-cluster.config={{ config_hash }} \
+  -e HVD_SSH_PORT={{ ssh_port }} \
+  -v /shared:/shared \
+  -v /etc/hvd-cluster:/etc/hvd-cluster:ro \
+{% if gpus > 0 %}  --gpus all \
+{% endif %}{% if role == "master" %}  -e HVD_JUPYTER=1 \
+{% endif %}{% for h in hosts %}  --add-host {{ h.name }}:{{ h.address }} \
+{% endfor %}  {{ image }} >/dev/null

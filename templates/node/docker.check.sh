@@ -1,0 +1,2 @@
+# Docker engine present and answering.
+docker info >/dev/null 2>&1
