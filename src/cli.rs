@@ -494,10 +494,26 @@ pub async fn run(
     ctx: &Context,
     file: &Path,
     elastic: Option<(Option<u32>, Option<u32>)>,
+    send: &[PathBuf],
     command: &[String],
 ) -> Result<u8, Error> {
     let (p, dir, _provider, nodes) = existing_cluster(ctx, file).await?;
     let cluster = open_cluster(ctx, &p, &dir, &nodes).await?;
+    for local in send {
+        let name = local
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| Error::Usage(format!("--send {}: not a file name", local.display())))?;
+        let body = std::fs::read(local)
+            .map_err(|e| Error::Usage(format!("--send {}: {e}", local.display())))?;
+        cluster.sessions[0]
+            .ssh
+            .write_file(&format!("/shared/{name}"), &body, 0o644)
+            .await
+            .map_err(BootstrapError::from)?;
+        ctx.progress
+            .line(format!("sent {} to /shared/{name}", local.display()));
+    }
     let slots: u32 = cluster.sessions.iter().map(|s| s.node.slots.max(1)).sum();
     let elastic = elastic.map(|(min, max)| (min.unwrap_or(1), max.unwrap_or(slots)));
     let mut argv = check::horovodrun_args(&p, &cluster.sessions, elastic);

@@ -82,6 +82,9 @@ enum Command {
         /// Most processes an elastic job grows to [default: every slot now]
         #[arg(long, requires = "elastic")]
         max_np: Option<u32>,
+        /// Copy a local file into /shared (where the command runs) first; repeatable
+        #[arg(long, value_name = "FILE")]
+        send: Vec<PathBuf>,
         /// The command each rank runs
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -167,8 +170,18 @@ fn main() -> ExitCode {
                     elastic,
                     min_np,
                     max_np,
+                    send,
                     command,
-                } => cli::run(&ctx, &file, elastic.then_some((min_np, max_np)), &command).await,
+                } => {
+                    cli::run(
+                        &ctx,
+                        &file,
+                        elastic.then_some((min_np, max_np)),
+                        &send,
+                        &command,
+                    )
+                    .await
+                }
                 Command::Ssh {
                     file,
                     node,

@@ -1,0 +1,179 @@
+//! The local provider end to end, on this machine's real Docker engine: `up` builds the
+//! images (cached), creates a master and 2 workers as containers, bootstraps them over SSH,
+//! and passes the acceptance check (containers, /shared over NFS, Jupyter's title, an
+//! allreduce where every rank reports its host); a real training job runs on all 3 hosts;
+//! `up` again changes nothing; `down` leaves no container, network or volume.
+//!
+//! Needs Docker and debootstrap (scripts/test installs what is missing through .ci/run).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn hvd(state: &Path, args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
+        .args(args)
+        .env("HVD_CLUSTER_STATE_DIR", state)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run hvd-cluster");
+    eprintln!(
+        "$ hvd-cluster {}\n--- exit {:?}\n{}{}",
+        args.join(" "),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn labelled(what: &[&str], cluster: &str) -> Vec<String> {
+    let filter = format!("label=hvd-cluster={cluster}");
+    let mut args: Vec<&str> = what.to_vec();
+    args.extend(["--filter", &filter, "-q"]);
+    let out = Command::new("docker").args(&args).output().expect("docker");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn local_cluster_up_check_train_again_down() {
+    assert!(
+        Command::new("docker")
+            .arg("info")
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false),
+        "this test needs a running Docker engine"
+    );
+    let name = format!("t-local-{}", std::process::id() % 10000);
+    let dir = tempfile::tempdir().unwrap();
+    let base =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/local.toml"))
+            .unwrap();
+    let profile = dir.path().join("local.toml");
+    std::fs::write(
+        &profile,
+        base.replace("name = \"hvd-local\"", &format!("name = \"{name}\"")),
+    )
+    .unwrap();
+    let profile = profile.to_str().unwrap();
+    let state = dir.path().join("state");
+
+    let up = hvd(&state, &["up", profile]);
+    let stdout = String::from_utf8_lossy(&up.stdout).to_string();
+    let result = std::panic::catch_unwind(|| {
+        assert!(up.status.success(), "up succeeds");
+        assert!(stdout.contains("check: 3 container(s) running"), "{stdout}");
+        assert!(
+            stdout.contains(&format!("/shared read on {name}-worker-1")),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("Jupyter answers \"JupyterLab\""),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains(&format!(
+                "3 rank(s) joined on {name}-master, {name}-worker-1, {name}-worker-2"
+            )),
+            "{stdout}"
+        );
+        assert!(stdout.contains("allreduce  64 MiB"), "{stdout}");
+
+        // The printed Jupyter URL answers 200 with JupyterLab's title, from this machine.
+        let url = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("Jupyter Lab: "))
+            .expect("a Jupyter URL")
+            .trim()
+            .to_string();
+        assert!(
+            url.starts_with("http://127.0.0.1:") && url.contains("/lab?token="),
+            "{url}"
+        );
+        let page = Command::new("curl")
+            .args(["-s", "-w", "\n%{http_code}", &url])
+            .output()
+            .expect("curl");
+        let page = String::from_utf8_lossy(&page.stdout);
+        assert!(
+            page.trim_end().ends_with("200") && page.contains("<title>JupyterLab</title>"),
+            "{page}"
+        );
+        let wrong = url.split("token=").next().unwrap().to_string() + "token=wrong";
+        let api = wrong.replace("/lab?", "/api/contents?");
+        let denied = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &api])
+            .output()
+            .expect("curl");
+        assert_eq!(
+            String::from_utf8_lossy(&denied.stdout),
+            "403",
+            "a wrong token is refused"
+        );
+
+        // A short real training job with every host's rank taking part.
+        let run = hvd(
+            &state,
+            &[
+                "run",
+                profile,
+                "--send",
+                "examples/train.py",
+                "--",
+                "python",
+                "train.py",
+            ],
+        );
+        assert!(run.status.success());
+        let out = String::from_utf8_lossy(&run.stdout);
+        let done = out
+            .lines()
+            .find(|l| l.contains("TRAIN_DONE"))
+            .expect("the job finished");
+        assert!(
+            done.contains("size=3") && done.contains("weights_in_sync=True"),
+            "{done}"
+        );
+        for host in ["master", "worker-1", "worker-2"] {
+            assert!(done.contains(&format!("'{name}-{host}'")), "{done}");
+        }
+
+        // Converged: nothing to change, no bootstrap step applied.
+        let again = hvd(&state, &["up", profile]);
+        assert!(again.status.success());
+        let err = String::from_utf8_lossy(&again.stderr);
+        assert!(
+            err.contains("nothing to change") && err.contains("bootstrap: 0 step(s) changed"),
+            "{err}"
+        );
+
+        let check = hvd(&state, &["check", profile, "--json"]);
+        assert!(check.status.success());
+        let report: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+        assert_eq!(report["ranks"], 3);
+    });
+
+    let down = hvd(&state, &["down", profile]);
+    assert!(down.status.success(), "down succeeds");
+    assert_eq!(
+        labelled(&["ps", "-a"], &name),
+        Vec::<String>::new(),
+        "no container left"
+    );
+    assert_eq!(
+        labelled(&["network", "ls"], &name),
+        Vec::<String>::new(),
+        "no network left"
+    );
+    assert_eq!(
+        labelled(&["volume", "ls"], &name),
+        Vec::<String>::new(),
+        "no volume left"
+    );
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
