@@ -67,9 +67,12 @@ pub fn horovodrun_args(
         p.container.ssh_port.to_string(),
         "-i".into(),
         "/root/.ssh/id_ed25519".into(),
-        "--network-interfaces".into(),
-        ifaces.join(","),
     ];
+    // With the master alone, horovodrun runs every rank locally over 127.0.0.1 and rejects an
+    // interface list; an elastic job may gain remote hosts, so it always gets one.
+    if sessions.len() > 1 || elastic.is_some() {
+        args.extend(["--network-interfaces".into(), ifaces.join(",")]);
+    }
     match elastic {
         None => {
             args.extend([

@@ -16,6 +16,7 @@ use crate::progress::Progress;
 use crate::provider::local::LocalProvider;
 use crate::provider::openstack::OpenStackProvider;
 use crate::provider::AnyProvider;
+use crate::render::HostSlots;
 use crate::ssh;
 use crate::state::{self, ClusterDir, ClusterState, StateError};
 
@@ -78,6 +79,8 @@ pub struct Context {
     pub quiet: bool,
     /// Most concurrent cloud calls inside one dependency level.
     pub parallel: usize,
+    /// How long workers dropped from elastic discovery get to leave a job before deletion.
+    pub drain_grace: Duration,
 }
 
 impl Context {
@@ -87,6 +90,7 @@ impl Context {
             progress: Progress::new(quiet),
             quiet,
             parallel: parallel.max(1),
+            drain_grace: Duration::from_secs(20),
         }
     }
 
@@ -225,6 +229,7 @@ pub async fn up(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8, Erro
     let mut saved = dir.load()?;
     saved.cloud = p.cloud.clone();
     saved.provider = Some(p.provider);
+    saved.ssh_user = Some(p.ssh_user.clone());
     dir.save(&saved)?;
     provider.set_public_key(dir.ensure_keypair()?);
 
@@ -237,6 +242,9 @@ pub async fn up(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8, Erro
     } else {
         ctx.progress
             .line(format!("cluster `{}`: {}", p.name, summary(&plan)));
+        if !infra_only {
+            drain_leaving_workers(ctx, &p, &dir, &plan).await?;
+        }
         applier.apply(&plan).await?;
     }
     let mut st = applier.state();
@@ -273,6 +281,77 @@ pub async fn up(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8, Erro
         started.elapsed().as_secs_f64()
     ));
     Ok(0)
+}
+
+/// Workers about to be deleted leave the elastic job first: they are dropped from the
+/// discovery file, and Horovod is given `drain_grace` to take them out, before they go.
+async fn drain_leaving_workers(
+    ctx: &Context,
+    p: &Profile,
+    dir: &ClusterDir,
+    plan: &Plan,
+) -> Result<(), Error> {
+    let leaving: Vec<&str> = plan
+        .deletions()
+        .into_iter()
+        .filter(|o| {
+            o.kind == plan::Kind::Server && plan::Names(&p.name).worker_index(&o.name).is_some()
+        })
+        .map(|o| o.name.as_str())
+        .collect();
+    let known = dir.load()?.nodes;
+    let Some(master) = known.iter().find(|n| n.role == "master") else {
+        return Ok(());
+    };
+    if leaving.is_empty() || !known.iter().any(|n| leaving.contains(&n.name.as_str())) {
+        return Ok(());
+    }
+    let config = bootstrap::write_ssh_config(dir, &p.ssh_user, &known)?;
+    let sessions = bootstrap::connect_all(
+        &config,
+        std::slice::from_ref(master),
+        &ctx.progress,
+        Duration::from_secs(60),
+    )
+    .await?;
+    let staying: Vec<HostSlots> = known
+        .iter()
+        .filter(|n| n.role != "master" && !leaving.contains(&n.name.as_str()))
+        .map(|n| HostSlots {
+            name: n.name.clone(),
+            address: n.private_ip.clone().unwrap_or_default(),
+            slots: n.slots.max(1),
+        })
+        .collect();
+    bootstrap::write_discovery(&sessions[0], &staying).await?;
+    ctx.progress.line(format!(
+        "dropped {} from elastic discovery; giving running jobs {}s to let them go",
+        leaving.join(", "),
+        ctx.drain_grace.as_secs()
+    ));
+    tokio::time::sleep(ctx.drain_grace).await;
+    Ok(())
+}
+
+/// `scale`: writes the new worker count into the profile, then converges as `up` does (new
+/// workers are bootstrapped and checked before discovery lists them; leaving ones are
+/// dropped from discovery before they are deleted).
+pub async fn scale(ctx: &Context, file: &Path, workers: u32) -> Result<u8, Error> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Error::Usage(format!("{}: {e}", file.display())))?;
+    let edited = profile::with_worker_count(&text, workers).ok_or_else(|| {
+        Error::Usage(format!(
+            "{}: no `count = N` line under [workers] to change",
+            file.display()
+        ))
+    })?;
+    profile::parse(file, &edited)?;
+    if edited != text {
+        state::write_atomic(file, edited.as_bytes(), 0o644)?;
+        ctx.progress
+            .line(format!("{}: workers.count = {workers}", file.display()));
+    }
+    up(ctx, file, false).await
 }
 
 /// Slots per node: stated in the profile, else one per GPU, else one.
@@ -670,10 +749,45 @@ struct StatusReport<'a> {
     healthy: bool,
 }
 
+/// Marks each worker listed in the master's discovery file; best effort (no SSH, no marks).
+async fn mark_discovery(dir: &ClusterDir, nodes: &mut [state::Node]) {
+    let Ok(saved) = dir.load() else { return };
+    let (Some(user), true) = (saved.ssh_user, dir.private_key().exists()) else {
+        return;
+    };
+    let Some(master) = nodes.iter().find(|n| n.role == "master").cloned() else {
+        return;
+    };
+    let Ok(config) = bootstrap::write_ssh_config(dir, &user, nodes) else {
+        return;
+    };
+    let read = async {
+        let ssh = ssh::Ssh::connect(&config, &master.name).await.ok()?;
+        ssh.run(&format!(
+            "cat {}/discovery/hosts 2>/dev/null || true",
+            bootstrap::NODE_DIR
+        ))
+        .await
+        .ok()
+    };
+    let Ok(Some(listed)) = tokio::time::timeout(Duration::from_secs(20), read).await else {
+        return;
+    };
+    let listed: Vec<&str> = listed.lines().filter_map(|l| l.split(':').next()).collect();
+    for n in nodes.iter_mut().filter(|n| n.role != "master") {
+        n.in_discovery = Some(
+            n.private_ip
+                .as_deref()
+                .is_some_and(|ip| listed.contains(&ip)),
+        );
+    }
+}
+
 pub async fn status(ctx: &Context, target: Target, json: bool) -> Result<u8, Error> {
-    let (name, _dir, provider) = open_target(ctx, target).await?;
+    let (name, dir, provider) = open_target(ctx, target).await?;
     let observed = provider.observe(&name).await.map_err(ApplyError::Observe)?;
-    let nodes = provider.nodes(&name).await?;
+    let mut nodes = provider.nodes(&name).await?;
+    mark_discovery(&dir, &mut nodes).await;
     let healthy = !observed.is_empty() && observed.iter().all(|o| o.health == Health::Ready);
     if json {
         println!(
@@ -700,8 +814,13 @@ pub async fn status(ctx: &Context, target: Target, json: bool) -> Result<u8, Err
             println!("  {:<18} {:<28} {:<38} {health}", o.kind, o.name, o.id);
         }
         for n in &nodes {
+            let elastic = match n.in_discovery {
+                Some(true) => "  elastic: listed",
+                Some(false) => "  elastic: not listed",
+                None => "",
+            };
             println!(
-                "  node {:<23} {:<7} private {:<15} public {}",
+                "  node {:<23} {:<7} private {:<15} public {}{elastic}",
                 n.name,
                 n.role,
                 n.private_ip.as_deref().unwrap_or("-"),

@@ -61,6 +61,16 @@ enum Command {
         #[arg(long)]
         infra_only: bool,
     },
+    /// Grow or shrink the workers while elastic training runs (updates workers.count in FILE)
+    Scale {
+        file: PathBuf,
+        /// The new number of workers
+        #[arg(long)]
+        workers: u32,
+        /// Seconds leaving workers get to quit a running job before they are deleted
+        #[arg(long, default_value_t = 20, value_name = "SECS")]
+        drain_grace: u64,
+    },
     /// The acceptance check: containers, /shared, Jupyter, and an allreduce over every slot
     Check {
         file: PathBuf,
@@ -147,7 +157,7 @@ impl From<TargetArgs> for Target {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let ctx = cli::Context::new(args.state_dir, args.quiet, args.parallel);
+    let mut ctx = cli::Context::new(args.state_dir, args.quiet, args.parallel);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -164,6 +174,14 @@ fn main() -> ExitCode {
                 Command::Validate { file } => cli::validate(&ctx, &file).await,
                 Command::Plan { file, json } => cli::plan(&ctx, &file, json).await,
                 Command::Up { file, infra_only } => cli::up(&ctx, &file, infra_only).await,
+                Command::Scale {
+                    file,
+                    workers,
+                    drain_grace,
+                } => {
+                    ctx.drain_grace = std::time::Duration::from_secs(drain_grace);
+                    cli::scale(&ctx, &file, workers).await
+                }
                 Command::Check { file, json } => cli::check(&ctx, &file, json).await,
                 Command::Run {
                     file,

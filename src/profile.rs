@@ -389,6 +389,28 @@ fn table_header(trimmed: &str) -> Option<String> {
     Some(inner.trim_matches('[').trim().to_string())
 }
 
+/// The profile text with `[workers] count` set to `n`, everything else (comments included)
+/// untouched; `None` when the text has no such line to edit.
+pub fn with_worker_count(text: &str, n: u32) -> Option<String> {
+    let (line, _) = locate_field(text, "workers.count");
+    let line = line?;
+    let mut out = String::with_capacity(text.len());
+    for (i, l) in text.split_inclusive('\n').enumerate() {
+        if i + 1 == line {
+            let (key, rest) = l.split_once('=')?;
+            let comment = rest
+                .find('#')
+                .map(|at| format!("  {}", rest[at..].trim_end()))
+                .unwrap_or_default();
+            let newline = if l.ends_with('\n') { "\n" } else { "" };
+            out.push_str(&format!("{}= {n}{comment}{newline}", key));
+        } else {
+            out.push_str(l);
+        }
+    }
+    Some(out)
+}
+
 /// Finds the line and column where a dotted field (`workers.count`) is written.
 fn locate_field(text: &str, field: &str) -> (Option<usize>, Option<usize>) {
     let (table, key) = match field.rsplit_once('.') {
@@ -780,6 +802,17 @@ size_gb = 10
     fn syntax_error_has_a_place() {
         let e = parse_str("name = \"x\"\n[master\n").unwrap_err();
         assert_eq!(e.line, Some(2));
+    }
+
+    #[test]
+    fn worker_count_is_edited_in_place() {
+        let text = "name = \"x\"\n[master]\n[workers]\ncount = 2   # two\nflavor = \"f\"\n";
+        let edited = with_worker_count(text, 5).unwrap();
+        assert_eq!(
+            edited,
+            "name = \"x\"\n[master]\n[workers]\ncount = 5  # two\nflavor = \"f\"\n"
+        );
+        assert!(with_worker_count("name = \"x\"\n", 1).is_none());
     }
 
     #[test]

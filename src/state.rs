@@ -59,6 +59,9 @@ pub struct Node {
     pub slots: u32,
     #[serde(default)]
     pub gpus: u32,
+    /// Listed in the elastic discovery file on the master (status only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_discovery: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -69,6 +72,9 @@ pub struct ClusterState {
     pub cloud: Option<String>,
     #[serde(default)]
     pub provider: Option<crate::profile::ProviderKind>,
+    /// The nodes' login user, for SSH without the profile.
+    #[serde(default)]
+    pub ssh_user: Option<String>,
     /// Resources by name.
     #[serde(default)]
     pub resources: BTreeMap<String, Resource>,

@@ -168,6 +168,7 @@ impl LocalProvider {
                 public_ip: None,
                 slots: 1,
                 gpus: 0,
+                in_discovery: None,
             });
         }
         nodes.sort_by_key(|n| {

@@ -307,6 +307,7 @@ impl OpenStackProvider {
                     public_ip,
                     slots: gpus.max(1),
                     gpus,
+                    in_discovery: None,
                 }
             })
             .collect();
