@@ -18,6 +18,8 @@ import horovod.tensorflow as hvd  # noqa: E402
 TOTAL = int(os.environ.get("TOTAL_STEPS", "200"))
 SLEEP = float(os.environ.get("STEP_SLEEP", "0.5"))
 CHECKPOINT = os.environ.get("CHECKPOINT", "/shared/elastic_checkpoint.json")
+# Touch this file to end the job cleanly at the next step (all ranks agree through an allreduce).
+STOP_FILE = os.environ.get("STOP_FILE", "/shared/elastic_stop")
 
 hvd.init()
 model = tf.keras.Sequential([tf.keras.layers.Dense(8, activation="relu", input_shape=(4,)), tf.keras.layers.Dense(1)])
@@ -38,6 +40,8 @@ def train_step(allreduce=True):
 train_step(allreduce=False)  # creates the optimizer's slots before the state is synced
 
 start = 0
+if hvd.rank() == 0 and os.path.exists(STOP_FILE):
+    os.remove(STOP_FILE)
 if os.path.exists(CHECKPOINT):
     with open(CHECKPOINT) as f:
         start = json.load(f).get("step", 0)
@@ -46,6 +50,9 @@ if os.path.exists(CHECKPOINT):
 @hvd.elastic.run
 def train(state):
     while state.step < TOTAL:
+        stop = 1.0 if hvd.rank() == 0 and os.path.exists(STOP_FILE) else 0.0
+        if float(hvd.allreduce(tf.constant(stop), op=hvd.Sum, name="stop").numpy()) > 0:
+            break
         loss = train_step()
         joined = int(hvd.allreduce(tf.constant(1.0), op=hvd.Sum, name="joined").numpy())
         state.step += 1

@@ -332,10 +332,10 @@ pub async fn bootstrap(
             // What the container depends on: a change recreates it. The token is hashed, never shown.
             let mut h = Sha256::new();
             for part in [
+                // Not the host list: adding a worker must not restart the containers a running job uses.
                 image_id.as_bytes(),
                 public_key,
                 inputs.jupyter_token.as_bytes(),
-                hostfile.as_bytes(),
                 s.node.role.as_bytes(),
             ] {
                 h.update(part);

@@ -81,6 +81,8 @@ pub struct Context {
     pub parallel: usize,
     /// How long workers dropped from elastic discovery get to leave a job before deletion.
     pub drain_grace: Duration,
+    /// `heal`: servers the cloud calls healthy are also probed over SSH (container, sshd).
+    pub probe_workers: bool,
 }
 
 impl Context {
@@ -91,6 +93,7 @@ impl Context {
             quiet,
             parallel: parallel.max(1),
             drain_grace: Duration::from_secs(20),
+            probe_workers: false,
         }
     }
 
@@ -161,7 +164,11 @@ async fn prepare(
     provider: &AnyProvider,
 ) -> Result<(Plan, Vec<Shortfall>), Error> {
     let spinner = ctx.progress.spinner("looking for the cluster's resources");
-    let observed = ctx.applier(provider, dir, dir.load()?).observe().await?;
+    let mut observed = ctx.applier(provider, dir, dir.load()?).observe().await?;
+    if ctx.probe_workers {
+        spinner.set_message("probing the workers over SSH");
+        probe_workers(p, dir, &mut observed).await?;
+    }
     let plan = plan::plan(p, &observed);
     let shortfalls = match provider {
         AnyProvider::OpenStack(os) => {
@@ -331,6 +338,89 @@ async fn drain_leaving_workers(
     ));
     tokio::time::sleep(ctx.drain_grace).await;
     Ok(())
+}
+
+/// Marks as failed every worker whose server looks fine to the cloud but whose node does not
+/// answer SSH or whose Horovod container is not running, so the plan replaces it.
+async fn probe_workers(
+    p: &Profile,
+    dir: &ClusterDir,
+    observed: &mut plan::Observation,
+) -> Result<(), Error> {
+    let known = dir.load()?.nodes;
+    if !known.iter().any(|n| n.role == "master") || !dir.private_key().exists() {
+        return Ok(());
+    }
+    let config = bootstrap::write_ssh_config(dir, &p.ssh_user, &known)?;
+    let names = plan::Names(&p.name);
+    for o in observed.resources.iter_mut() {
+        if o.kind != plan::Kind::Server
+            || o.health != Health::Ready
+            || names.worker_index(&o.name).is_none()
+        {
+            continue;
+        }
+        let probe = async {
+            let ssh = ssh::Ssh::connect(&config, &o.name)
+                .await
+                .map_err(|e| format!("SSH dead: {e}"))?;
+            let running = ssh
+                .sudo("docker inspect -f '{{.State.Running}}' hvd")
+                .await
+                .map_err(|_| "no Horovod container".to_string())?;
+            ssh.close().await;
+            if running.trim() == "true" {
+                Ok(())
+            } else {
+                Err("Horovod container down".to_string())
+            }
+        };
+        let verdict = match tokio::time::timeout(Duration::from_secs(30), probe).await {
+            Ok(result) => result,
+            Err(_) => Err("SSH dead: no answer in 30s".to_string()),
+        };
+        if let Err(why) = verdict {
+            o.health = Health::Failed(why);
+        }
+    }
+    Ok(())
+}
+
+/// `heal`: finds workers that are gone or broken (server deleted, SHUTOFF or ERROR, container
+/// down, SSH dead), drops them from discovery, replaces them under new names, and lists the
+/// replacements once they pass the check. `watch` repeats it every interval.
+pub async fn heal(ctx: &mut Context, file: &Path, watch: Option<Duration>) -> Result<u8, Error> {
+    ctx.probe_workers = true;
+    loop {
+        let p = profile::load(file)?;
+        let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
+        let provider = connect(ctx, &p).await?;
+        let (plan, _) = prepare(ctx, &p, &dir, &provider).await?;
+        let broken: Vec<String> = plan
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                plan::Action::Replace { old, reason, .. } => {
+                    Some(format!("{} ({reason})", old.name))
+                }
+                plan::Action::Create { desired } if desired.kind() == plan::Kind::Server => {
+                    Some(format!("{} (missing)", desired.name))
+                }
+                _ => None,
+            })
+            .collect();
+        if broken.is_empty() {
+            println!("heal: every node is healthy");
+        } else {
+            println!("heal: found {}", broken.join(", "));
+            up(ctx, file, false).await?;
+            println!("heal: replaced {} node(s)", broken.len());
+        }
+        match watch {
+            Some(every) => tokio::time::sleep(every).await,
+            None => return Ok(0),
+        }
+    }
 }
 
 /// `scale`: writes the new worker count into the profile, then converges as `up` does (new

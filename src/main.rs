@@ -71,6 +71,16 @@ enum Command {
         #[arg(long, default_value_t = 20, value_name = "SECS")]
         drain_grace: u64,
     },
+    /// Replace workers that are gone or broken, then list the replacements for elastic jobs
+    Heal {
+        file: PathBuf,
+        /// Keep healing, checking every this many seconds
+        #[arg(long, value_name = "SECS")]
+        watch: Option<u64>,
+        /// Seconds broken workers get to leave a running job before they are deleted
+        #[arg(long, default_value_t = 5, value_name = "SECS")]
+        drain_grace: u64,
+    },
     /// The acceptance check: containers, /shared, Jupyter, and an allreduce over every slot
     Check {
         file: PathBuf,
@@ -181,6 +191,14 @@ fn main() -> ExitCode {
                 } => {
                     ctx.drain_grace = std::time::Duration::from_secs(drain_grace);
                     cli::scale(&ctx, &file, workers).await
+                }
+                Command::Heal {
+                    file,
+                    watch,
+                    drain_grace,
+                } => {
+                    ctx.drain_grace = std::time::Duration::from_secs(drain_grace);
+                    cli::heal(&mut ctx, &file, watch.map(std::time::Duration::from_secs)).await
                 }
                 Command::Check { file, json } => cli::check(&ctx, &file, json).await,
                 Command::Run {

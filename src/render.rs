@@ -158,7 +158,6 @@ mod tests {
             .render("container.apply.sh", &values("master", 0))
             .unwrap();
         assert!(master.contains("--label hvd-cluster.config=abc123"));
-        assert!(master.contains("--add-host c-worker-1:10.0.0.3"));
         assert!(master.contains("-e HVD_JUPYTER=1"));
         assert!(!master.contains("--gpus"));
         let worker = r

@@ -9,5 +9,4 @@ docker run -d --name hvd --restart unless-stopped --network host \
   -v /etc/hvd-cluster:/etc/hvd-cluster:ro \
 {% if gpus > 0 %}  --gpus all \
 {% endif %}{% if role == "master" %}  -e HVD_JUPYTER=1 \
-{% endif %}{% for h in hosts %}  --add-host {{ h.name }}:{{ h.address }} \
-{% endfor %}  {{ image }} >/dev/null
+{% endif %}  {{ image }} >/dev/null
