@@ -4,6 +4,8 @@
 use serde::Serialize;
 use tera::{Context, Tera};
 
+use crate::ssh::error_chain;
+
 /// (name, text) of every template shipped in `templates/`.
 const TEMPLATES: &[(&str, &str)] = &[
     (
@@ -99,17 +101,6 @@ impl Renderer {
             .map(|l| format!("{l}\n"))
             .collect())
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    s
 }
 
 /// `host:slots` lines for Horovod's elastic discovery script.
