@@ -59,8 +59,13 @@ pub fn render_config(dir: &Path, hosts: &[Host]) -> String {
             "  UserKnownHostsFile {}",
             dir.join("known_hosts").display()
         );
-        // A new server's host key is learnt on first contact, then pinned in known_hosts.
+        // A new server's host key is learnt on first contact, then pinned in known_hosts under
+        // the node's name: workers are never renamed, and an address a deleted worker had may
+        // come back on its replacement.
+        let _ = writeln!(out, "  HostKeyAlias {}", h.alias);
         let _ = writeln!(out, "  StrictHostKeyChecking accept-new");
+        // Never wait for a password or a prompt: no answer is an error we can report.
+        let _ = writeln!(out, "  BatchMode yes");
         let _ = writeln!(out, "  ConnectTimeout 10");
         let _ = writeln!(out, "  ServerAliveInterval 15");
         let _ = writeln!(out, "  LogLevel ERROR");
