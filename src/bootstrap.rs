@@ -511,10 +511,15 @@ async fn ensure_image(
                 let user = &p.ssh_user;
                 let targets: Vec<String> = workers
                     .iter()
-                    .filter_map(|w| w.node.private_ip.clone())
+                    .filter_map(|w| {
+                        w.node
+                            .private_ip
+                            .as_ref()
+                            .map(|ip| format!("{}={ip}", w.node.name))
+                    })
                     .collect();
                 let script = format!(
-                    "set -e\ntar=/var/tmp/hvd-image.tar\ndocker save -o $tar {image}\nfail=0\nfor ip in {}; do\n  ssh -i {NODE_DIR}/ssh/id_ed25519 -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={NODE_DIR}/ssh/known_hosts -o BatchMode=yes {user}@$ip 'sudo -n docker load -q' < $tar > /dev/null &\ndone\nfor j in $(jobs -p); do wait $j || fail=1; done\nrm -f $tar\nexit $fail\n",
+                    "set -e\ntar=/var/tmp/hvd-image.tar\ndocker save -o $tar {image}\nfail=0\nfor t in {}; do\n  name=${{t%%=*}}; ip=${{t#*=}}\n  ssh -i {NODE_DIR}/ssh/id_ed25519 -o HostKeyAlias=$name -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={NODE_DIR}/ssh/known_hosts -o BatchMode=yes {user}@$ip 'sudo -n docker load -q' < $tar > /dev/null &\ndone\nfor j in $(jobs -p); do wait $j || fail=1; done\nrm -f $tar\nexit $fail\n",
                     targets.join(" ")
                 );
                 // The master needs the cluster key to reach the workers' nodes.
