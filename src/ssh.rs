@@ -174,39 +174,8 @@ impl Ssh {
 
     async fn run_as(&self, script: &str, root: bool) -> Result<String, SshError> {
         let program = if root { "sudo -n bash -s" } else { "bash -s" };
-        let mut child = self
-            .session
-            .raw_command(program)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
+        self.feed(program, &first_line(script), script.as_bytes(), 15)
             .await
-            .map_err(|e| self.io("start a remote shell", e))?;
-        if let Some(mut stdin) = child.stdin().take() {
-            stdin
-                .write_all(script.as_bytes())
-                .await
-                .map_err(|e| self.io_plain("send the script", e))?;
-            stdin
-                .shutdown()
-                .await
-                .map_err(|e| self.io_plain("send the script", e))?;
-        }
-        let out = child
-            .wait_with_output()
-            .await
-            .map_err(|e| self.io("run a remote script", e))?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(SshError::Command {
-                node: self.node.clone(),
-                what: first_line(script),
-                code: out.status.code().map_or("signal".into(), |c| c.to_string()),
-                stderr: tail(&String::from_utf8_lossy(&out.stderr), 15),
-            })
-        }
     }
 
     /// Writes `content` to `path` on the node (as root), with `mode`.
@@ -214,45 +183,39 @@ impl Ssh {
         let script = format!(
             "set -e; d=$(dirname '{path}'); mkdir -p \"$d\"; t=$(mktemp \"$d/.hvd.XXXXXX\"); cat > \"$t\"; chmod {mode:o} \"$t\"; mv \"$t\" '{path}'"
         );
-        let mut child = self
-            .session
-            .raw_command(format!("sudo -n bash -c {}", shell_quote(&script)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
+        let command = format!("sudo -n bash -c {}", shell_quote(&script));
+        self.feed(&command, &format!("write {path}"), content, 5)
             .await
-            .map_err(|e| self.io("start a remote shell", e))?;
-        if let Some(mut stdin) = child.stdin().take() {
-            stdin
-                .write_all(content)
-                .await
-                .map_err(|e| self.io_plain("send a file", e))?;
-            stdin
-                .shutdown()
-                .await
-                .map_err(|e| self.io_plain("send a file", e))?;
-        }
-        let out = child
-            .wait_with_output()
-            .await
-            .map_err(|e| self.io("write a file", e))?;
-        if !out.status.success() {
-            return Err(SshError::Command {
-                node: self.node.clone(),
-                what: format!("write {path}"),
-                code: out.status.code().map_or("signal".into(), |c| c.to_string()),
-                stderr: tail(&String::from_utf8_lossy(&out.stderr), 5),
-            });
-        }
-        Ok(())
+            .map(drop)
     }
 
     /// Streams a local reader into a remote command's stdin (e.g. `docker save | docker load`).
     pub async fn pipe_into(
         &self,
         command: &str,
+        input: impl tokio::io::AsyncRead + Unpin,
+    ) -> Result<String, SshError> {
+        self.feed_from(command, command, input, 10).await
+    }
+
+    /// Runs `command` with `input` on its stdin; its stdout, or an error naming `what` with the
+    /// last `tail_lines` of stderr.
+    async fn feed(
+        &self,
+        command: &str,
+        what: &str,
+        input: &[u8],
+        tail_lines: usize,
+    ) -> Result<String, SshError> {
+        self.feed_from(command, what, input, tail_lines).await
+    }
+
+    async fn feed_from(
+        &self,
+        command: &str,
+        what: &str,
         mut input: impl tokio::io::AsyncRead + Unpin,
+        tail_lines: usize,
     ) -> Result<String, SshError> {
         let mut child = self
             .session
@@ -266,22 +229,22 @@ impl Ssh {
         if let Some(mut stdin) = child.stdin().take() {
             tokio::io::copy(&mut input, &mut stdin)
                 .await
-                .map_err(|e| self.io_plain("stream data", e))?;
+                .map_err(|e| self.io_plain("send input", e))?;
             stdin
                 .shutdown()
                 .await
-                .map_err(|e| self.io_plain("stream data", e))?;
+                .map_err(|e| self.io_plain("send input", e))?;
         }
         let out = child
             .wait_with_output()
             .await
-            .map_err(|e| self.io("stream data", e))?;
+            .map_err(|e| self.io("run a remote command", e))?;
         if !out.status.success() {
             return Err(SshError::Command {
                 node: self.node.clone(),
-                what: command.to_string(),
+                what: what.to_string(),
                 code: out.status.code().map_or("signal".into(), |c| c.to_string()),
-                stderr: tail(&String::from_utf8_lossy(&out.stderr), 10),
+                stderr: tail(&String::from_utf8_lossy(&out.stderr), tail_lines),
             });
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
