@@ -217,8 +217,18 @@ pub async fn bootstrap(
         .collect();
     let mut changed = 0;
 
-    // Docker and the GPU runtime: independent on every node.
+    // Docker and the GPU runtime: independent on every node, once cloud-init is done.
+    let cloud_init = r.render("cloud-init.check.sh", &json!({}))?;
     let results = try_join_all(sessions.iter().zip(&bars).map(|(s, bar)| async {
+        bar.set_message("waiting for cloud-init");
+        s.ssh
+            .sudo(&cloud_init)
+            .await
+            .map_err(|e| BootstrapError::Step {
+                node: s.node.name.clone(),
+                step: "cloud-init".into(),
+                detail: e.to_string(),
+            })?;
         let mut n = step(
             s,
             "docker",
@@ -277,6 +287,7 @@ pub async fn bootstrap(
         .map_err(|e| BootstrapError::Other(format!("cannot read the cluster key: {e}")))?;
     let hostfile = r.hostfile(&hosts)?;
     let discover = r.render("discover_hosts.sh", &json!({}))?;
+    let host_names = render::ssh_host_names(&hosts);
     let image = &p.container.image;
     let image_id = local_image_id(image).await.unwrap_or_else(|| image.clone());
     let results = try_join_all(sessions.iter().zip(&bars).map(|(s, bar)| {
@@ -286,6 +297,7 @@ pub async fn bootstrap(
         let public_key = &public_key;
         let hostfile = &hostfile;
         let discover = &discover;
+        let host_names = &host_names;
         let image_id = &image_id;
         async move {
             bar.set_message("keys and files");
@@ -302,6 +314,13 @@ pub async fn bootstrap(
                 .await?;
             s.ssh
                 .write_file(&format!("{NODE_DIR}/ssh/id_ed25519.pub"), public_key, 0o644)
+                .await?;
+            s.ssh
+                .write_file(
+                    &format!("{NODE_DIR}/ssh_config.d/hosts.conf"),
+                    host_names.as_bytes(),
+                    0o644,
+                )
                 .await?;
             s.ssh
                 .write_file(
@@ -337,6 +356,10 @@ pub async fn bootstrap(
                 public_key,
                 inputs.jupyter_token.as_bytes(),
                 s.node.role.as_bytes(),
+                // How the container is run: a new mount or flag recreates it.
+                render::template_source("container.apply.sh")
+                    .unwrap_or_default()
+                    .as_bytes(),
             ] {
                 h.update(part);
                 h.update([0]);

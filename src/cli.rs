@@ -865,11 +865,7 @@ async fn mark_discovery(dir: &ClusterDir, nodes: &mut [state::Node]) {
     };
     let listed: Vec<&str> = listed.lines().filter_map(|l| l.split(':').next()).collect();
     for n in nodes.iter_mut().filter(|n| n.role != "master") {
-        n.in_discovery = Some(
-            n.private_ip
-                .as_deref()
-                .is_some_and(|ip| listed.contains(&ip)),
-        );
+        n.in_discovery = Some(listed.contains(&n.name.as_str()));
     }
 }
 

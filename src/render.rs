@@ -42,6 +42,14 @@ const TEMPLATES: &[(&str, &str)] = &[
     ),
     ("hostfile", include_str!("../templates/node/hostfile")),
     (
+        "cloud-config.yaml",
+        include_str!("../templates/node/cloud-config.yaml"),
+    ),
+    (
+        "cloud-init.check.sh",
+        include_str!("../templates/node/cloud-init.check.sh"),
+    ),
+    (
         "discover_hosts.sh",
         include_str!("../templates/node/discover_hosts.sh"),
     ),
@@ -103,12 +111,37 @@ impl Renderer {
     }
 }
 
-/// `host:slots` lines for Horovod's elastic discovery script.
+/// The user_data a cloud server boots with (`#cloud-config`).
+pub fn cloud_config(cluster: &str, name: &str, role: &str) -> Result<String, RenderError> {
+    Renderer::new()?.render(
+        "cloud-config.yaml",
+        &serde_json::json!({ "cluster": cluster, "name": name, "role": role }),
+    )
+}
+
+/// The text of a shipped template (hashed into what depends on it).
+pub fn template_source(name: &str) -> Option<&'static str> {
+    TEMPLATES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+/// `host:slots` lines for Horovod's elastic discovery script. Hosts go by node name, never
+/// by address: Horovod blacklists a failed host by what discovery called it, and a cloud (or
+/// Docker) may give a replacement the address of the node it replaces.
 pub fn discovery_lines(hosts: &[HostSlots]) -> String {
     hosts
         .iter()
-        .map(|h| format!("{}:{}\n", h.address, h.slots))
+        .map(|h| format!("{}:{}\n", h.name, h.slots))
         .collect()
+}
+
+/// An ssh_config fragment that makes every node name reach its address, so horovodrun in the
+/// containers can use the names discovery prints without any DNS.
+pub fn ssh_host_names(hosts: &[HostSlots]) -> String {
+    let mut out = String::from("# written by hvd-cluster: node name -> address\n");
+    for h in hosts.iter().filter(|h| !h.address.is_empty()) {
+        out.push_str(&format!("Host {}\n    HostName {}\n", h.name, h.address));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -132,13 +165,27 @@ mod tests {
     }
 
     #[test]
+    fn cloud_config_names_the_node() {
+        let text = cloud_config("c", "c-worker-2", "worker").unwrap();
+        assert!(text.starts_with("#cloud-config\n"), "{text}");
+        assert!(text.contains("hostname: c-worker-2\n"), "{text}");
+        assert!(
+            text.contains(r#"{"cluster": "c", "node": "c-worker-2", "role": "worker"}"#),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn hostfile_and_discovery() {
         let r = Renderer::new().unwrap();
         assert_eq!(
             r.hostfile(&hosts()).unwrap(),
             "10.0.0.2 slots=1\n10.0.0.3 slots=2\n"
         );
-        assert_eq!(discovery_lines(&hosts()), "10.0.0.2:1\n10.0.0.3:2\n");
+        assert_eq!(discovery_lines(&hosts()), "c-master:1\nc-worker-1:2\n");
+        let names = ssh_host_names(&hosts());
+        assert!(names.contains("Host c-worker-1\n    HostName 10.0.0.3\n"), "{names}");
+        assert!(names.contains("Host c-master\n    HostName 10.0.0.2\n"), "{names}");
     }
 
     #[test]
