@@ -9,43 +9,12 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use hvd_cluster::openstack::{CloudConfig, OpenStack, Query, ServerFilter};
-use hvd_cluster::provider::openstack::tag;
+mod common;
+
+use common::cloud::{client, clouds_yaml, leftovers, require_cloud, runtime};
 
 /// The tests share one project's quota: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn clouds_yaml() -> PathBuf {
-    std::env::var_os("OS_CLIENT_CONFIG_FILE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cloud/state/clouds.yaml")
-        })
-}
-
-fn require_cloud() {
-    let file = clouds_yaml();
-    let up = file.exists()
-        && std::net::TcpStream::connect_timeout(
-            &"127.0.0.1:5000".parse().unwrap(),
-            Duration::from_secs(2),
-        )
-        .is_ok();
-    assert!(
-        up,
-        "the local OpenStack cloud is not running ({} missing or Keystone not answering on 127.0.0.1:5000).\n\
-         Start it with: tests/cloud/install && tests/cloud/start   (or run scripts/test, which does both)",
-        file.display()
-    );
-    std::env::set_var("OS_CLIENT_CONFIG_FILE", &file);
-}
-
-async fn client(cloud: &str) -> OpenStack {
-    let config = CloudConfig::load(Some(cloud)).expect("clouds.yaml of the local cloud");
-    OpenStack::connect(&config)
-        .await
-        .expect("authenticate to the local cloud")
-}
 
 struct Cluster {
     name: String,
@@ -105,123 +74,6 @@ impl Cluster {
     }
 }
 
-/// Everything the cloud holds for a cluster, through the API as the user: by tag and by name.
-async fn leftovers(os: &OpenStack, cluster: &str) -> Vec<String> {
-    let mut left = Vec::new();
-    let t = vec![tag(cluster)];
-    let servers = os
-        .compute()
-        .list_servers(&ServerFilter {
-            tags: t.clone(),
-            name: None,
-        })
-        .await
-        .unwrap();
-    left.extend(
-        servers
-            .into_iter()
-            .map(|s| format!("server {}", s.name.unwrap_or(s.id))),
-    );
-    let all_servers = os
-        .compute()
-        .list_servers(&ServerFilter::default())
-        .await
-        .unwrap();
-    left.extend(
-        all_servers
-            .into_iter()
-            .filter_map(|s| s.name)
-            .filter(|n| n.starts_with(cluster))
-            .map(|n| format!("server {n}")),
-    );
-    let net = os.network();
-    left.extend(
-        net.list_networks(&Query::new())
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|n| n.name.starts_with(cluster))
-            .map(|n| format!("network {}", n.name)),
-    );
-    left.extend(
-        net.list_subnets(&Query::new())
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|n| n.name.starts_with(cluster))
-            .map(|n| format!("subnet {}", n.name)),
-    );
-    left.extend(
-        net.list_routers(&Query::new())
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|n| n.name.starts_with(cluster))
-            .map(|n| format!("router {}", n.name)),
-    );
-    left.extend(
-        net.list_security_groups(&Query::new())
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|n| n.name.starts_with(cluster))
-            .map(|n| format!("security group {}", n.name)),
-    );
-    left.extend(
-        net.list_floating_ips(&Query::new().tags(&t))
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|f| format!("floating ip {}", f.floating_ip_address)),
-    );
-    left.extend(
-        net.list_floating_ips(&Query::new())
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|f| {
-                f.description
-                    .as_deref()
-                    .is_some_and(|d| d.starts_with(cluster))
-            })
-            .map(|f| format!("floating ip {}", f.floating_ip_address)),
-    );
-    left.extend(
-        net.list_ports(&Query::new())
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|p| p.name.starts_with(cluster))
-            .map(|p| format!("port {}", p.name)),
-    );
-    let shares = os.share().list_shares(&Default::default()).await.unwrap();
-    left.extend(
-        shares
-            .into_iter()
-            .filter_map(|s| s.name)
-            .filter(|n| n.starts_with(cluster))
-            .map(|n| format!("share {n}")),
-    );
-    if os
-        .compute()
-        .get_keypair(&format!("{cluster}-key"))
-        .await
-        .unwrap()
-        .is_some()
-    {
-        left.push(format!("keypair {cluster}-key"));
-    }
-    left.sort();
-    left.dedup();
-    left
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn assert_complete(c: &Cluster, workers: usize) {
     let status = c.status_json();

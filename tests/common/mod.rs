@@ -1,0 +1,209 @@
+//! What the end-to-end tests share: running the hvd-cluster binary, and an elastic training
+//! job (examples/elastic_train.py) whose own output says how big the world is.
+#![allow(dead_code)] // each test binary uses its part
+
+pub mod cloud;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A cluster the test owns: a copy of a shipped profile under a unique name, its own state.
+pub struct TestCluster {
+    pub name: String,
+    pub profile: String,
+    pub state: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TestCluster {
+    /// `profiles/<shipped>` renamed to `<prefix>-<pid>`, with `edit` applied to its text.
+    pub fn new(shipped: &str, prefix: &str, edit: impl Fn(String) -> String) -> TestCluster {
+        let name = format!("{prefix}-{}", std::process::id() % 10000);
+        let dir = tempfile::tempdir().unwrap();
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles").join(shipped))
+                .unwrap();
+        let original = text
+            .lines()
+            .find_map(|l| l.strip_prefix("name = \""))
+            .and_then(|l| l.split('"').next())
+            .expect("a name line")
+            .to_string();
+        let text = edit(text.replace(
+            &format!("name = \"{original}\""),
+            &format!("name = \"{name}\""),
+        ));
+        let profile = dir.path().join(shipped);
+        std::fs::write(&profile, text).unwrap();
+        TestCluster {
+            name,
+            profile: profile.to_str().unwrap().to_string(),
+            state: dir.path().join("state"),
+            _dir: dir,
+        }
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"));
+        c.args(args)
+            .env("HVD_CLUSTER_STATE_DIR", &self.state)
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        c
+    }
+
+    /// Runs `hvd-cluster ARGS` (the profile is not added), echoing what it said.
+    pub fn hvd(&self, args: &[&str]) -> Output {
+        let started = Instant::now();
+        let out = self.command(args).output().expect("run hvd-cluster");
+        eprintln!(
+            "$ hvd-cluster {}\n--- exit {:?} after {:.0}s\n{}{}",
+            args.join(" "),
+            out.status.code(),
+            started.elapsed().as_secs_f64(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// A command on a node over the tool's own SSH path; its stdout.
+    pub fn on_node(&self, node: &str, command: &[&str]) -> String {
+        let mut args = vec!["ssh", &self.profile, node, "--"];
+        args.extend_from_slice(command);
+        let out = self.hvd(&args);
+        assert!(out.status.success(), "ssh {node} {command:?} failed");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The workers `status` sees listed in the master's discovery file.
+    pub fn listed_in_discovery(&self) -> Vec<String> {
+        let out = self.hvd(&["status", &self.profile, "--json"]);
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        status["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["in_discovery"] == true)
+            .filter_map(|n| n["name"].as_str().map(String::from))
+            .collect()
+    }
+}
+
+/// A rank-0 progress line of examples/elastic_train.py: (step, world size).
+pub fn step_line(line: &str) -> Option<(u32, u32)> {
+    let rest = &line[line.find("ELASTIC step=")?..];
+    let field = |k: &str| {
+        rest.split_whitespace()
+            .find_map(|w| w.strip_prefix(k)?.parse().ok())
+    };
+    Some((field("step=")?, field("size=")?))
+}
+
+/// `hvd-cluster run --elastic` of examples/elastic_train.py, read line by line.
+pub struct ElasticJob {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    reader: JoinHandle<Vec<String>>,
+    /// Every (step, size) read so far.
+    pub seen: Vec<(u32, u32)>,
+}
+
+impl ElasticJob {
+    pub fn start(cluster: &TestCluster, max_np: u32) -> ElasticJob {
+        let max_np = max_np.to_string();
+        let mut child = cluster
+            .command(&[
+                "run",
+                &cluster.profile,
+                "--elastic",
+                "--min-np",
+                "1",
+                "--max-np",
+                &max_np,
+                "--send",
+                "examples/elastic_train.py",
+                "--",
+                "env",
+                "STEP_SLEEP=0.5",
+                "TOTAL_STEPS=100000",
+                "python",
+                "elastic_train.py",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains("ELASTIC") || line.contains("RESET") {
+                    eprintln!("[job] {line}");
+                }
+                let _ = tx.send(line.clone());
+                all.push(line);
+            }
+            all
+        });
+        ElasticJob {
+            child,
+            lines,
+            reader,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits until the job prints a step with world size `size`; returns that step.
+    pub fn wait_size(&mut self, size: u32, limit: Duration) -> u32 {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "the job never reached world size {size} in {limit:?}; last steps: {:?}",
+                self.seen.iter().rev().take(5).collect::<Vec<_>>()
+            );
+            if let Ok(line) = self.lines.recv_timeout(left.min(Duration::from_secs(5))) {
+                if let Some((step, s)) = step_line(&line) {
+                    self.seen.push((step, s));
+                    if s == size {
+                        return step;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the job through its stop file on /shared and checks its own account: a clean
+    /// exit, a final step equal to the last step printed, the checkpoint on /shared holding
+    /// it. Returns every world size the job ran at.
+    pub fn stop_and_verify(mut self, cluster: &TestCluster) -> Vec<u32> {
+        cluster.on_node("master", &["sudo", "touch", "/shared/elastic_stop"]);
+        let exit = self.child.wait().unwrap();
+        let lines = self.reader.join().unwrap();
+        assert!(exit.success(), "the elastic job ends cleanly");
+        for l in &lines {
+            if let Some(s) = step_line(l) {
+                self.seen.push(s);
+            }
+        }
+        let done_step: u32 = lines
+            .iter()
+            .filter(|l| l.contains("ELASTIC_DONE"))
+            .find_map(|l| l.split("step=").nth(1))
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .expect("the job prints ELASTIC_DONE step=N");
+        let last = self.seen.iter().map(|s| s.0).max().unwrap();
+        assert_eq!(done_step, last, "the job's final step is its last printed step");
+        let checkpoint = cluster.on_node("master", &["cat", "/shared/elastic_checkpoint.json"]);
+        let checkpoint: serde_json::Value =
+            serde_json::from_str(checkpoint.trim()).expect("a JSON checkpoint on /shared");
+        assert_eq!(checkpoint["step"], done_step, "the checkpoint holds the final step");
+        self.seen.iter().map(|s| s.1).collect()
+    }
+}
