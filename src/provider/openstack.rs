@@ -726,6 +726,11 @@ impl OpenStackProvider {
                     ("hvd-index".to_string(), index.to_string()),
                 ]),
                 tags: vec![tag(cluster)],
+                user_data: Some(
+                    crate::render::cloud_config(cluster, &d.name, role_name)
+                        .map_err(|e| ProviderError::Cloud(e.to_string()))?
+                        .into_bytes(),
+                ),
                 ..ServerCreate::default()
             })
             .await?;
