@@ -61,6 +61,10 @@ const RECIPE: &[(&str, &str)] = &[
         include_str!("../templates/images/horovod/sshd_config"),
     ),
     (
+        "node/cloud-init.cfg",
+        include_str!("../templates/images/node/cloud-init.cfg"),
+    ),
+    (
         "node/Dockerfile",
         include_str!("../templates/images/node/Dockerfile"),
     ),
@@ -163,4 +167,26 @@ pub async fn ensure(cache: &Path, targets: &[&str], progress: &Progress) -> Resu
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// A file added to templates/images but not to RECIPE would be missing from the build
+    /// context of the binary's own image builds.
+    #[test]
+    fn recipe_lists_every_image_file() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/images");
+        let mut on_disk = Vec::new();
+        for dir in std::fs::read_dir(&root).unwrap() {
+            let dir = dir.unwrap().path();
+            for file in std::fs::read_dir(&dir).unwrap() {
+                let file = file.unwrap().path();
+                on_disk.push(file.strip_prefix(&root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+        on_disk.sort();
+        let mut listed: Vec<String> = super::RECIPE.iter().map(|(p, _)| p.to_string()).collect();
+        listed.sort();
+        assert_eq!(listed, on_disk);
+    }
 }
