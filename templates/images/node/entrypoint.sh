@@ -11,6 +11,11 @@
 #   NODE_DOCKERD              1 (default) starts the inner Docker engine; 0 = sshd only
 # Mounts: a volume on /var/lib/docker (required for dockerd: the container's own root is an overlay).
 # Privileged container required (dockerd, mounts, nfs-ganesha).
+# cloud-init: only when a NoCloud seed exists (/var/lib/cloud/seed/nocloud/meta-data, written by
+# the test cloud's compute driver before the container starts): its four stages run in the
+# background once sshd is up (output in `docker logs`); `cloud-init status --wait` tells when they
+# are done. No seed: cloud-init never runs (`cloud-init status` says `not run`, and `--wait`
+# would wait forever, as on any VM without systemd whose cloud-init was not started).
 # Files: /run/hvd-cluster/storage-driver (driver + why), /run/hvd-cluster/ready, /var/log/dockerd.log
 set -uo pipefail
 NODE_USER=${NODE_USER:-debian}
@@ -34,6 +39,9 @@ unset SSH_AUTHORIZED_KEYS
 
 # --- per-node host keys (kept across restarts of the same container)
 ssh-keygen -A > /dev/null
+
+# --- cloud-init: /run is no tmpfs in a container, so drop the last boot's state as a reboot would
+rm -rf /run/cloud-init
 
 # --- inner Docker engine
 probe_overlay() {   # kernel overlayfs on the /var/lib/docker filesystem, as overlay2 would mount it
@@ -108,6 +116,13 @@ fi
 /usr/sbin/sshd -t || exit 1
 /usr/sbin/sshd -D -e &
 SSHD_PID=$!
+if [ -f /var/lib/cloud/seed/nocloud/meta-data ]; then
+  # the stages systemd would run at boot, in order; a failed stage does not stop the next
+  ( for stage in "init --local" init "modules --mode=config" "modules --mode=final"; do
+      cloud-init $stage || log "cloud-init $stage failed (rc=$?)"
+    done ) < /dev/null &
+  log "cloud-init started (NoCloud seed)"
+fi
 
 stop() {   # [exit code]
   log "stopping"
