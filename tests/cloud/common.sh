@@ -34,6 +34,18 @@ SERVICES="mariadb epmd rabbitmq memcached keystone placement glance
   manila-api manila-scheduler manila-share"
 [ "$ENABLE_CINDER" = 1 ] && SERVICES="$SERVICES cinder-api cinder-scheduler cinder-volume"
 
+# Real hosts (dockervirt): servers of images with the property hvd_docker_image run as Docker
+# containers; the external network `public` is the Docker network $PUBLIC_NET, on which this
+# machine is the gateway and the floating-IP agent connects containers at their floating IPs.
+PUBLIC_CIDR=203.0.113.0/24   # = the seeded public-subnet (seed.py)
+PUBLIC_GATEWAY=203.0.113.1
+PUBLIC_NET=hvd-public        # Docker network and its bridge interface
+# Hosts this machine must keep reaching while the cloud runs: an address of theirs inside
+# PUBLIC_CIDR (here the egress proxy for package mirrors sits at 203.0.113.80) keeps a /32 route
+# via the uplink and is left out of Neutron's floating-IP pool.
+EGRESS_NAMES="deb.debian.org security.debian.org pypi.org files.pythonhosted.org index.crates.io static.crates.io"
+ROUTE_PROTO=77               # marks the host routes start adds (a number no routing daemon uses)
+
 # Daemons from Debian live in sbin; the OpenStack tools in the venv.
 export PATH=$VENV/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
@@ -45,3 +57,22 @@ listener_pid() {
 port_open() { (exec 3<>"/dev/tcp/$HOST_IP/$1") 2>/dev/null; }
 # pgroup_alive PGID: true while any process of the group exists.
 pgroup_alive() { kill -0 -- "-$1" 2>/dev/null; }
+
+# have_docker: true if a Docker engine answers (no engine: every server stays fake).
+have_docker() { command -v docker >/dev/null && docker info >/dev/null 2>&1; }
+# docker_cleanup: remove every container, volume and network labelled hvd-cloud=1 and the host
+# routes start added. Idempotent.
+docker_cleanup() {
+  ip route flush proto $ROUTE_PROTO 2>/dev/null || true
+  have_docker || return 0
+  local c v n rc=0
+  c=$(docker ps -aq --filter label=hvd-cloud=1)
+  [ -z "$c" ] || docker rm --force $c >/dev/null || rc=1
+  v=$(docker volume ls -q --filter label=hvd-cloud=1)
+  [ -z "$v" ] || docker volume rm $v >/dev/null || rc=1
+  n=$(docker network ls -q --filter label=hvd-cloud=1)
+  [ -z "$n" ] || docker network rm $n >/dev/null || rc=1
+  [ -z "$c$v$n" ] || echo "docker: removed $(echo $c | wc -w) container(s), $(echo $v | wc -w)" \
+    "volume(s), $(echo $n | wc -w) network(s) labelled hvd-cloud=1"
+  return $rc
+}

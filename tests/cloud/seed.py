@@ -2,11 +2,12 @@
 
 Run by tests/cloud/start with the cloud's venv python:
   seed.py identity    service project + users, roles, catalog, project/user "demo"
-  seed.py resources   flavors, image, external network, quotas, share and volume types;
+  seed.py resources   flavors, images, external network, quotas, share and volume types;
                       waits until Manila/Cinder schedulers know a backend pool;
                       writes state/seed.json (names and ids of what was made)
 One process per phase: importing openstacksdk costs more than the API calls.
 """
+import ipaddress
 import json
 import os
 import sys
@@ -49,6 +50,14 @@ FLAVORS = {
     "g1.a100": ("10", 8, 65536, 100, {"gpu:model": "nvidia-a100", "gpu:count": "1"}),
 }
 IMAGE = "debian-12-genericcloud-amd64"
+# Servers of this image are real hosts: the compute driver (dockervirt) runs them as containers
+# of the Docker image named by hvd_docker_image.
+NODE_IMAGE = "hvd-node-bookworm"
+NODE_IMAGE_PROPS = {"hvd_docker_image": "hvd-cluster/node:bookworm", "os_admin_user": "debian",
+                    "os_distro": "debian"}
+# Addresses of the public subnet this machine reaches through its uplink (start finds them):
+# never handed out as floating IPs.
+RESERVED_IPS = os.environ.get("HVD_CLOUD_RESERVED_IPS", "").split()
 
 # Room for 40 servers of any flavor above, with their networking and storage.
 COMPUTE_QUOTA = dict(instances=100, cores=1000, ram=4 * 1024 * 1024, key_pairs=100,
@@ -106,6 +115,20 @@ def wait_for_pool(fetch, what, timeout=120):
         time.sleep(1)
 
 
+def allocation_pools(start, end, reserved):
+    """The range START-END as allocation pools that leave out the RESERVED addresses."""
+    lo, hi = ipaddress.ip_address(start), ipaddress.ip_address(end)
+    pools = []
+    for r in sorted(ipaddress.ip_address(a) for a in reserved):
+        if lo <= r <= hi:
+            if lo < r:
+                pools.append({"start": str(lo), "end": str(r - 1)})
+            lo = r + 1
+    if lo <= hi:
+        pools.append({"start": str(lo), "end": str(hi)})
+    return pools
+
+
 def resources():
     c = openstack.connect(cloud="local-admin")
     demo = c.identity.find_project("demo", ignore_missing=False)
@@ -133,17 +156,26 @@ def resources():
                                       "os_admin_user": "debian"}}
     log(f"image {IMAGE} {img.id} {img.status}")
 
+    node = c.image.create_image(name=NODE_IMAGE, disk_format="raw", container_format="bare",
+                                visibility="public", data=bytes(disk), **NODE_IMAGE_PROPS)
+    node = c.image.get_image(node.id)
+    seeded["node_image"] = {"name": NODE_IMAGE, "id": node.id, "status": node.status,
+                            "properties": NODE_IMAGE_PROPS}
+    log(f"image {NODE_IMAGE} {node.id} {node.status} (runs as Docker image "
+        f"{NODE_IMAGE_PROPS['hvd_docker_image']})")
+
+    pools = allocation_pools("203.0.113.10", "203.0.113.250", RESERVED_IPS)
     pub = c.network.create_network(name="public", is_router_external=True, is_shared=False,
                                    provider_network_type="flat",
                                    provider_physical_network="public")
     sub = c.network.create_subnet(name="public-subnet", network_id=pub.id, ip_version=4,
                                   cidr="203.0.113.0/24", gateway_ip="203.0.113.1",
-                                  allocation_pools=[{"start": "203.0.113.10",
-                                                     "end": "203.0.113.250"}],
-                                  is_dhcp_enabled=False)
+                                  allocation_pools=pools, is_dhcp_enabled=False)
     seeded["external_network"] = {"name": "public", "id": pub.id, "subnet": "public-subnet",
-                                  "subnet_id": sub.id, "cidr": "203.0.113.0/24"}
-    log(f"external network public {pub.id}, subnet public-subnet 203.0.113.0/24")
+                                  "subnet_id": sub.id, "cidr": "203.0.113.0/24",
+                                  "gateway": "203.0.113.1", "allocation_pools": pools}
+    log(f"external network public {pub.id}, subnet public-subnet 203.0.113.0/24, pools "
+        + ", ".join(f"{p['start']}-{p['end']}" for p in pools))
 
     c.compute.update_quota_set(demo.id, **COMPUTE_QUOTA)
     c.network.update_quota(demo.id, **NETWORK_QUOTA)
