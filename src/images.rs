@@ -181,7 +181,12 @@ mod tests {
             let dir = dir.unwrap().path();
             for file in std::fs::read_dir(&dir).unwrap() {
                 let file = file.unwrap().path();
-                on_disk.push(file.strip_prefix(&root).unwrap().to_string_lossy().into_owned());
+                on_disk.push(
+                    file.strip_prefix(&root)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
             }
         }
         on_disk.sort();

@@ -184,8 +184,14 @@ mod tests {
         );
         assert_eq!(discovery_lines(&hosts()), "c-master:1\nc-worker-1:2\n");
         let names = ssh_host_names(&hosts());
-        assert!(names.contains("Host c-worker-1\n    HostName 10.0.0.3\n"), "{names}");
-        assert!(names.contains("Host c-master\n    HostName 10.0.0.2\n"), "{names}");
+        assert!(
+            names.contains("Host c-worker-1\n    HostName 10.0.0.3\n"),
+            "{names}"
+        );
+        assert!(
+            names.contains("Host c-master\n    HostName 10.0.0.2\n"),
+            "{names}"
+        );
     }
 
     #[test]

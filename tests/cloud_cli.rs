@@ -74,7 +74,6 @@ impl Cluster {
     }
 }
 
-
 fn assert_complete(c: &Cluster, workers: usize) {
     let status = c.status_json();
     let resources = status["resources"].as_array().unwrap();

@@ -20,7 +20,10 @@ fn elastic_job_grows_survives_a_preemption_and_heals() {
         job.wait_size(2, Duration::from_secs(240));
 
         let scale_started = Instant::now();
-        assert!(c.hvd(&["scale", &c.profile, "--workers", "3"]).status.success());
+        assert!(c
+            .hvd(&["scale", &c.profile, "--workers", "3"])
+            .status
+            .success());
         job.wait_size(3, Duration::from_secs(120));
         eprintln!(
             "new worker joined the job {:.0}s after `scale` started",

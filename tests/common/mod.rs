@@ -24,9 +24,12 @@ impl TestCluster {
     pub fn new(shipped: &str, prefix: &str, edit: impl Fn(String) -> String) -> TestCluster {
         let name = format!("{prefix}-{}", std::process::id() % 10000);
         let dir = tempfile::tempdir().unwrap();
-        let text =
-            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles").join(shipped))
-                .unwrap();
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("profiles")
+                .join(shipped),
+        )
+        .unwrap();
         let original = text
             .lines()
             .find_map(|l| l.strip_prefix("name = \""))
@@ -199,11 +202,17 @@ impl ElasticJob {
             .and_then(|s| s.split_whitespace().next()?.parse().ok())
             .expect("the job prints ELASTIC_DONE step=N");
         let last = self.seen.iter().map(|s| s.0).max().unwrap();
-        assert_eq!(done_step, last, "the job's final step is its last printed step");
+        assert_eq!(
+            done_step, last,
+            "the job's final step is its last printed step"
+        );
         let checkpoint = cluster.on_node("master", &["cat", "/shared/elastic_checkpoint.json"]);
         let checkpoint: serde_json::Value =
             serde_json::from_str(checkpoint.trim()).expect("a JSON checkpoint on /shared");
-        assert_eq!(checkpoint["step"], done_step, "the checkpoint holds the final step");
+        assert_eq!(
+            checkpoint["step"], done_step,
+            "the checkpoint holds the final step"
+        );
         self.seen.iter().map(|s| s.1).collect()
     }
 }
