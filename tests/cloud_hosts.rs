@@ -82,6 +82,34 @@ fn server_id(c: &TestCluster, name: &str) -> String {
         .to_string()
 }
 
+/// `down` (also after a failed test), then: nothing of the cluster left in the cloud (as the
+/// user sees it) and no node container beyond those there `before`; a test's own failure first.
+fn down_leaves_nothing(
+    c: &TestCluster,
+    before: &BTreeSet<String>,
+    result: std::thread::Result<()>,
+) {
+    let down = c.hvd(&["down", &c.profile]);
+    let rt = runtime();
+    let os = rt.block_on(client("local-user"));
+    let left = rt.block_on(leftovers(&os, &c.name));
+    let after = cloud_containers();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+    assert!(down.status.success());
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "down leaves nothing in the cloud"
+    );
+    assert_eq!(
+        after.difference(before).count(),
+        0,
+        "down leaves no node container"
+    );
+}
+
 #[test]
 fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
     require_cloud();
@@ -148,25 +176,7 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
             "a second up finds every resource"
         );
     });
-    let down = c.hvd(&["down", &c.profile]);
-    let rt = runtime();
-    let os = rt.block_on(client("local-user"));
-    let left = rt.block_on(leftovers(&os, &c.name));
-    let after = cloud_containers();
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
-    assert!(down.status.success());
-    assert_eq!(
-        left,
-        Vec::<String>::new(),
-        "down leaves nothing in the cloud"
-    );
-    assert_eq!(
-        after.difference(&before).count(),
-        0,
-        "down leaves no node container"
-    );
+    down_leaves_nothing(&c, &before, result);
 }
 
 #[test]
@@ -178,6 +188,7 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run() {
         p.replace("10.61.0.0/24", "10.62.0.0/24")
     });
     let rt = runtime();
+    let before = cloud_containers();
     let result = std::panic::catch_unwind(|| {
         assert!(c.hvd(&["up", &c.profile]).status.success());
         let mut job = ElasticJob::start(&c, 3);
@@ -203,16 +214,5 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run() {
         let sizes = job.stop_and_verify(&c);
         assert!(sizes.contains(&1) && sizes.contains(&2), "{sizes:?}");
     });
-    let down = c.hvd(&["down", &c.profile]);
-    let os = rt.block_on(client("local-user"));
-    let left = rt.block_on(leftovers(&os, &c.name));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
-    assert!(down.status.success());
-    assert_eq!(
-        left,
-        Vec::<String>::new(),
-        "down leaves nothing in the cloud"
-    );
+    down_leaves_nothing(&c, &before, result);
 }

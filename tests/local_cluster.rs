@@ -6,25 +6,11 @@
 //!
 //! Needs Docker and debootstrap (scripts/test installs what is missing through .ci/run).
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn hvd(state: &Path, args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
-        .args(args)
-        .env("HVD_CLUSTER_STATE_DIR", state)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run hvd-cluster");
-    eprintln!(
-        "$ hvd-cluster {}\n--- exit {:?}\n{}{}",
-        args.join(" "),
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use std::process::Command;
+
+use common::TestCluster;
 
 fn labelled(what: &[&str], cluster: &str) -> Vec<String> {
     let filter = format!("label=hvd-cluster={cluster}");
@@ -47,21 +33,10 @@ fn local_cluster_up_check_train_again_down() {
             .unwrap_or(false),
         "this test needs a running Docker engine"
     );
-    let name = format!("t-local-{}", std::process::id() % 10000);
-    let dir = tempfile::tempdir().unwrap();
-    let base =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/local.toml"))
-            .unwrap();
-    let profile = dir.path().join("local.toml");
-    std::fs::write(
-        &profile,
-        base.replace("name = \"hvd-local\"", &format!("name = \"{name}\"")),
-    )
-    .unwrap();
-    let profile = profile.to_str().unwrap();
-    let state = dir.path().join("state");
+    let c = TestCluster::new("local.toml", "t-local", |p| p);
+    let (name, profile) = (c.name.as_str(), c.profile.as_str());
 
-    let up = hvd(&state, &["up", profile]);
+    let up = c.hvd(&["up", profile]);
     let stdout = String::from_utf8_lossy(&up.stdout).to_string();
     let result = std::panic::catch_unwind(|| {
         assert!(up.status.success(), "up succeeds");
@@ -115,18 +90,15 @@ fn local_cluster_up_check_train_again_down() {
         );
 
         // A short real training job with every host's rank taking part.
-        let run = hvd(
-            &state,
-            &[
-                "run",
-                profile,
-                "--send",
-                "examples/train.py",
-                "--",
-                "python",
-                "train.py",
-            ],
-        );
+        let run = c.hvd(&[
+            "run",
+            profile,
+            "--send",
+            "examples/train.py",
+            "--",
+            "python",
+            "train.py",
+        ]);
         assert!(run.status.success());
         let out = String::from_utf8_lossy(&run.stdout);
         let done = out
@@ -142,7 +114,7 @@ fn local_cluster_up_check_train_again_down() {
         }
 
         // Converged: nothing to change, no bootstrap step applied.
-        let again = hvd(&state, &["up", profile]);
+        let again = c.hvd(&["up", profile]);
         assert!(again.status.success());
         let err = String::from_utf8_lossy(&again.stderr);
         assert!(
@@ -150,26 +122,26 @@ fn local_cluster_up_check_train_again_down() {
             "{err}"
         );
 
-        let check = hvd(&state, &["check", profile, "--json"]);
+        let check = c.hvd(&["check", profile, "--json"]);
         assert!(check.status.success());
         let report: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
         assert_eq!(report["ranks"], 3);
     });
 
-    let down = hvd(&state, &["down", profile]);
+    let down = c.hvd(&["down", profile]);
     assert!(down.status.success(), "down succeeds");
     assert_eq!(
-        labelled(&["ps", "-a"], &name),
+        labelled(&["ps", "-a"], name),
         Vec::<String>::new(),
         "no container left"
     );
     assert_eq!(
-        labelled(&["network", "ls"], &name),
+        labelled(&["network", "ls"], name),
         Vec::<String>::new(),
         "no network left"
     );
     assert_eq!(
-        labelled(&["volume", "ls"], &name),
+        labelled(&["volume", "ls"], name),
         Vec::<String>::new(),
         "no volume left"
     );
