@@ -70,8 +70,7 @@ fn http_get(url: &str) -> (String, String) {
 }
 
 fn server_id(c: &TestCluster, name: &str) -> String {
-    let out = c.hvd(&["status", &c.profile, "--json"]);
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = c.status_json();
     status["resources"]
         .as_array()
         .unwrap()

@@ -82,11 +82,15 @@ impl TestCluster {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// `status --json`, parsed.
+    pub fn status_json(&self) -> serde_json::Value {
+        let out = self.hvd(&["status", &self.profile, "--json"]);
+        serde_json::from_slice(&out.stdout).expect("status --json prints JSON")
+    }
+
     /// The workers `status` sees listed in the master's discovery file.
     pub fn listed_in_discovery(&self) -> Vec<String> {
-        let out = self.hvd(&["status", &self.profile, "--json"]);
-        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        status["nodes"]
+        self.status_json()["nodes"]
             .as_array()
             .unwrap()
             .iter()
