@@ -10,6 +10,7 @@ use crate::apply::{Applier, ApplyError, Provider, ProviderError};
 use crate::bootstrap::{self, BootstrapError};
 use crate::check::{self, CheckError};
 use crate::images::{self, ImageError};
+use crate::input::{self, ClusterName, CLUSTER_NAME_RULE};
 use crate::plan::{self, Health, Plan, QuotaDelta, Shortfall};
 use crate::profile::{self, JupyterAccess, Profile, ProfileError, ProviderKind};
 use crate::progress::Progress;
@@ -787,7 +788,7 @@ fn print_nodes(cluster: &str, st: &ClusterState) {
 async fn open_target(
     ctx: &Context,
     target: Target,
-) -> Result<(String, ClusterDir, AnyProvider), Error> {
+) -> Result<(ClusterName, ClusterDir, AnyProvider), Error> {
     let (name, kind, cloud, region, interface) = match target {
         Target::Profile(file) => {
             let p = profile::load(&file)?;
@@ -802,6 +803,13 @@ async fn open_target(
         Target::Cluster { name, cloud } => {
             if name.is_empty() {
                 return Err(Error::Usage("give a profile FILE or --cluster NAME".into()));
+            }
+            // Before any file or cloud call: the name becomes a folder, a tag and URL parts.
+            let name = ClusterName::parse(&name)
+                .map_err(|e| Error::Usage(format!("--cluster: {e}\n  help: {CLUSTER_NAME_RULE}")))?;
+            if let Some(cloud) = &cloud {
+                input::check_cloud_name(cloud)
+                    .map_err(|e| Error::Usage(format!("--cloud: {e}")))?;
             }
             let dir = ClusterDir::open(&ctx.state_root, &name)?;
             let saved = dir.load()?;
