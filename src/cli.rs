@@ -496,7 +496,7 @@ async fn open_cluster(
         .ssh
         .run(&format!(
             "ip -o -4 addr show dev {} | awk '{{print $4}}' | head -n1",
-            master.iface
+            ssh::shell_quote(&master.iface)
         ))
         .await
         .map_err(bootstrap::BootstrapError::from)?;
