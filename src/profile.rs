@@ -385,6 +385,10 @@ fn unknown_field_help(message: &str) -> Option<String> {
 
 /// The candidate closest to `word`, if it is close enough to be a likely typo.
 pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    // Edit distance costs length × length: a huge word is no typo, and must not take seconds.
+    if word.len() > 128 {
+        return None;
+    }
     candidates
         .iter()
         .map(|c| (strsim::damerau_levenshtein(word, c), *c))
