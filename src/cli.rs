@@ -675,12 +675,9 @@ pub async fn run(
     let (p, dir, _provider, nodes) = existing_cluster(ctx, file).await?;
     let cluster = open_cluster(ctx, &p, &dir, &nodes).await?;
     for local in send {
-        let name = local
-            .file_name()
-            .and_then(|n| n.to_str())
-            .ok_or_else(|| {
-                Error::Usage(format!("--send {}: not a file name", shown_path(local)))
-            })?;
+        let name = local.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+            Error::Usage(format!("--send {}: not a file name", shown_path(local)))
+        })?;
         let body = std::fs::read(local)
             .map_err(|e| Error::Usage(format!("--send {}: {e}", shown_path(local))))?;
         cluster.sessions[0]
@@ -813,8 +810,9 @@ async fn open_target(
                 return Err(Error::Usage("give a profile FILE or --cluster NAME".into()));
             }
             // Before any file or cloud call: the name becomes a folder, a tag and URL parts.
-            let name = ClusterName::parse(&name)
-                .map_err(|e| Error::Usage(format!("--cluster: {e}\n  help: {CLUSTER_NAME_RULE}")))?;
+            let name = ClusterName::parse(&name).map_err(|e| {
+                Error::Usage(format!("--cluster: {e}\n  help: {CLUSTER_NAME_RULE}"))
+            })?;
             if let Some(cloud) = &cloud {
                 input::check_cloud_name(cloud)
                     .map_err(|e| Error::Usage(format!("--cloud: {e}")))?;

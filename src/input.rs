@@ -61,7 +61,9 @@ pub const CLUSTER_NAME_MAX: usize = 40;
 /// A cluster name that is safe as a folder name, a host name prefix, a tag and a URL segment:
 /// 1-40 lowercase ASCII letters, digits and dashes, starting with a letter, not ending with a
 /// dash. So it is never empty, `.`, `..`, a path, an option (`-x`) or shell text.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct ClusterName(String);
 
@@ -75,7 +77,12 @@ pub const CLUSTER_NAME_RULE: &str = "use 1-40 lowercase letters, digits and dash
 
 impl ClusterName {
     pub fn parse(value: &str) -> Result<ClusterName, Refused> {
-        let refuse = |why: &str| Err(Refused(format!("`{}` cannot be a cluster name: {why}", shown(value))));
+        let refuse = |why: &str| {
+            Err(Refused(format!(
+                "`{}` cannot be a cluster name: {why}",
+                shown(value)
+            )))
+        };
         if value.is_empty() {
             return refuse("it is empty");
         }
@@ -355,16 +362,19 @@ fn check_tag(tag: &str) -> Result<(), String> {
 }
 
 fn check_digest(digest: &str) -> Result<(), String> {
-    let bad = || Err(format!("`{}` is not a digest (algorithm:hex)", shown(digest)));
+    let bad = || {
+        Err(format!(
+            "`{}` is not a digest (algorithm:hex)",
+            shown(digest)
+        ))
+    };
     let Some((algorithm, hex)) = digest.split_once(':') else {
         return bad();
     };
-    let algorithm_ok = algorithm
-        .split(['+', '.', '-', '_'])
-        .all(|part| {
-            part.starts_with(|c: char| c.is_ascii_alphabetic())
-                && part.chars().all(|c| c.is_ascii_alphanumeric())
-        });
+    let algorithm_ok = algorithm.split(['+', '.', '-', '_']).all(|part| {
+        part.starts_with(|c: char| c.is_ascii_alphabetic())
+            && part.chars().all(|c| c.is_ascii_alphanumeric())
+    });
     if !algorithm_ok || hex.len() < 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
         return bad();
     }
@@ -422,7 +432,10 @@ mod tests {
 
     #[test]
     fn shown_message_keeps_both_ends() {
-        let m = format!("invalid type: string \"{}\", expected u32", "x".repeat(10_000));
+        let m = format!(
+            "invalid type: string \"{}\", expected u32",
+            "x".repeat(10_000)
+        );
         let s = shown_message(&m, 200);
         assert!(s.chars().count() <= 201, "{s}");
         assert!(s.starts_with("invalid type"), "{s}");
@@ -487,7 +500,11 @@ mod tests {
             "img@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
             "img:1@sha256:0123456789abcdef0123456789abcdef",
         ] {
-            assert!(check_image_reference(ok).is_ok(), "{ok}: {:?}", check_image_reference(ok));
+            assert!(
+                check_image_reference(ok).is_ok(),
+                "{ok}: {:?}",
+                check_image_reference(ok)
+            );
         }
         for bad in [
             "",
@@ -519,13 +536,35 @@ mod tests {
     fn login_and_interface_names() {
         assert!(check_login_name("debian").is_ok());
         assert!(check_login_name("_svc-1").is_ok());
-        for bad in ["", "-oProxyCommand=x", "root;id", "Debian", "a b", &"a".repeat(33)] {
+        for bad in [
+            "",
+            "-oProxyCommand=x",
+            "root;id",
+            "Debian",
+            "a b",
+            &"a".repeat(33),
+        ] {
             assert!(check_login_name(bad).is_err(), "{bad}");
         }
-        for ok in ["eth0", "ens3", "enp0s31f6", "br-1a2b", "eth0.100", "veth@if5"] {
+        for ok in [
+            "eth0",
+            "ens3",
+            "enp0s31f6",
+            "br-1a2b",
+            "eth0.100",
+            "veth@if5",
+        ] {
             assert!(check_interface_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "eth0;id", "a b", "-x", "..", "averyveryverylongname", "e/0"] {
+        for bad in [
+            "",
+            "eth0;id",
+            "a b",
+            "-x",
+            "..",
+            "averyveryverylongname",
+            "e/0",
+        ] {
             assert!(check_interface_name(bad).is_err(), "{bad}");
         }
     }

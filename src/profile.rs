@@ -520,8 +520,7 @@ fn validate(p: &Profile) -> Result<(), Issue> {
         }
     }
     check_cloud_names(p)?;
-    input::check_image_reference(&p.container.image)
-        .map_err(|e| refused("container.image", e))?;
+    input::check_image_reference(&p.container.image).map_err(|e| refused("container.image", e))?;
     if p.workers.count > 256 {
         return Err(issue(
             "workers.count",
@@ -725,9 +724,13 @@ pub fn parse_cidr(cidr: &str) -> Result<(Ipv4Addr, u8), String> {
     let (addr, prefix) = cidr
         .split_once('/')
         .ok_or_else(|| format!("`{}` is not a CIDR (address/prefix)", shown(cidr)))?;
-    let addr: Ipv4Addr = addr
-        .parse()
-        .map_err(|_| format!("`{}`: `{}` is not an IPv4 address", shown(cidr), shown(addr)))?;
+    let addr: Ipv4Addr = addr.parse().map_err(|_| {
+        format!(
+            "`{}`: `{}` is not an IPv4 address",
+            shown(cidr),
+            shown(addr)
+        )
+    })?;
     let prefix: u8 = prefix
         .parse()
         .ok()
@@ -891,10 +894,18 @@ size_gb = 10
         assert!(e.field.starts_with("unused_master"), "{e}");
         let text = "name = \"x\"\nprovider = \"local\"\n[workers]\ncount = 1\n";
         let e = parse_str(text).unwrap_err();
-        assert_eq!((e.field.as_str(), e.line, e.column), ("master", Some(1), Some(1)), "{e}");
+        assert_eq!(
+            (e.field.as_str(), e.line, e.column),
+            ("master", Some(1), Some(1)),
+            "{e}"
+        );
         let text = "name = \"x\"\nprovider = \"local\"\n[master]\n\n[workers]\nslots = 1\n";
         let e = parse_str(text).unwrap_err();
-        assert_eq!((e.field.as_str(), e.line), ("workers.count", Some(5)), "{e}");
+        assert_eq!(
+            (e.field.as_str(), e.line),
+            ("workers.count", Some(5)),
+            "{e}"
+        );
     }
 
     #[test]
@@ -905,15 +916,47 @@ size_gb = 10
             ("name", "name = \"x\"", "name = \"..\""),
             ("name", "name = \"x\"", "name = \"a/../b\""),
             ("ssh_user", "[master]", "ssh_user = \"root;id\"\n[master]"),
-            ("ssh_user", "[master]", "ssh_user = \"-oProxyCommand=id\"\n[master]"),
+            (
+                "ssh_user",
+                "[master]",
+                "ssh_user = \"-oProxyCommand=id\"\n[master]",
+            ),
             ("interface", "[master]", "interface = \"publik\"\n[master]"),
-            ("container.image", "count = 2", "count = 2\n[container]\nimage = \"img; touch /tmp/x\""),
-            ("container.image", "count = 2", "count = 2\n[container]\nimage = \"--privileged\""),
-            ("container.image", "count = 2", "count = 2\n[container]\nimage = \"img:{{ x }}\""),
-            ("container.image", "count = 2", "count = 2\n[container]\nimage = \"$(id)\""),
-            ("network.cidr", "count = 2", "count = 2\n[network]\ncidr = \"0.0.0.0/0\""),
-            ("network.cidr", "count = 2", "count = 2\n[network]\ncidr = \"10.0.0.0/30\""),
-            ("network.cidr", "count = 2", "count = 2\n[network]\ncidr = \"127.0.0.0/24\""),
+            (
+                "container.image",
+                "count = 2",
+                "count = 2\n[container]\nimage = \"img; touch /tmp/x\"",
+            ),
+            (
+                "container.image",
+                "count = 2",
+                "count = 2\n[container]\nimage = \"--privileged\"",
+            ),
+            (
+                "container.image",
+                "count = 2",
+                "count = 2\n[container]\nimage = \"img:{{ x }}\"",
+            ),
+            (
+                "container.image",
+                "count = 2",
+                "count = 2\n[container]\nimage = \"$(id)\"",
+            ),
+            (
+                "network.cidr",
+                "count = 2",
+                "count = 2\n[network]\ncidr = \"0.0.0.0/0\"",
+            ),
+            (
+                "network.cidr",
+                "count = 2",
+                "count = 2\n[network]\ncidr = \"10.0.0.0/30\"",
+            ),
+            (
+                "network.cidr",
+                "count = 2",
+                "count = 2\n[network]\ncidr = \"127.0.0.0/24\"",
+            ),
         ];
         for (field, from, to) in cases {
             let e = parse_str(&local.replace(from, to)).unwrap_err();
@@ -924,7 +967,10 @@ size_gb = 10
         let ok = local.replace("count = 2", "count = 2\n[network]\ncidr = \"10.0.0.0/29\"");
         assert!(parse_str(&ok).is_ok());
         let openstack_small = GOOD.replace("10.42.0.0/24", "10.42.0.0/29");
-        assert_eq!(parse_str(&openstack_small).unwrap_err().field, "network.cidr");
+        assert_eq!(
+            parse_str(&openstack_small).unwrap_err().field,
+            "network.cidr"
+        );
     }
 
     #[test]
@@ -939,7 +985,11 @@ size_gb = 10
             let shown = parse_str(&text).unwrap_err().to_string();
             assert!(shown.len() < 700, "{} bytes", shown.len());
             assert!(!shown.contains('\u{1b}'), "{shown:?}");
-            assert_eq!(shown.lines().count(), shown.matches("help:").count() + 1, "{shown:?}");
+            assert_eq!(
+                shown.lines().count(),
+                shown.matches("help:").count() + 1,
+                "{shown:?}"
+            );
         }
     }
 

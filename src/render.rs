@@ -84,10 +84,9 @@ impl Renderer {
         let mut tera = Tera::new();
         // Escaping for each target a template writes: every value from a profile, a cloud or
         // a node goes through one of these where it lands.
-        tera.register_filter(
-            "shell_quote",
-            |v: Cow<'_, str>, _: Kwargs, _: &State| crate::ssh::shell_quote(&v),
-        );
+        tera.register_filter("shell_quote", |v: Cow<'_, str>, _: Kwargs, _: &State| {
+            crate::ssh::shell_quote(&v)
+        });
         tera.register_filter("yaml_str", |v: Cow<'_, str>, _: Kwargs, _: &State| {
             // A JSON string is a valid YAML double-quoted scalar, escapes included.
             serde_json::Value::String(v.into_owned()).to_string()
@@ -243,8 +242,17 @@ mod tests {
         assert!(apply.contains(&crate::ssh::shell_quote(evil)), "{apply}");
         let v = json!({"role": "master", "clients": evil, "master": evil, "master_ip": evil});
         let shared = r.render("shared.apply.sh", &v).unwrap();
-        assert_eq!(shared.matches(&crate::ssh::shell_quote(evil)).count(), 2, "{shared}");
-        let w = r.render("shared.apply.sh", &json!({"role": "worker", "clients": "", "master": "", "master_ip": evil})).unwrap();
+        assert_eq!(
+            shared.matches(&crate::ssh::shell_quote(evil)).count(),
+            2,
+            "{shared}"
+        );
+        let w = r
+            .render(
+                "shared.apply.sh",
+                &json!({"role": "worker", "clients": "", "master": "", "master_ip": evil}),
+            )
+            .unwrap();
         assert!(w.contains(&crate::ssh::shell_quote(evil)), "{w}");
         // YAML stays one document with the value as data; the JSON line stays valid JSON.
         let text = cloud_config("c\"\n- x", "n: {a}\n#", "worker").unwrap();

@@ -135,9 +135,9 @@ impl ClusterDir {
             .custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY)
             .open(&path)
             .map_err(|e| match e.raw_os_error() {
-                Some(libc::ELOOP) | Some(libc::ENOTDIR) => StateError::NotAFolder {
-                    path: path.clone(),
-                },
+                Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+                    StateError::NotAFolder { path: path.clone() }
+                }
                 _ => io_err("cannot open", &path)(e),
             })?;
         folder

@@ -39,7 +39,11 @@ impl Sandbox {
         // Another cluster with its private key: it must never be read through `..`, changed or removed.
         let other = state.join("other");
         fs::create_dir_all(&other).unwrap();
-        fs::write(other.join("id_ed25519"), "-----BEGIN OPENSSH PRIVATE KEY-----\n").unwrap();
+        fs::write(
+            other.join("id_ed25519"),
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+        )
+        .unwrap();
         fs::write(other.join("state.json"), "{\"cluster\": \"other\"}").unwrap();
         fs::set_permissions(&other, fs::Permissions::from_mode(0o700)).unwrap();
         fs::set_permissions(other.join("id_ed25519"), fs::Permissions::from_mode(0o600)).unwrap();
@@ -119,7 +123,10 @@ impl Sandbox {
 }
 
 fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, String>) {
-    let mut entries: Vec<_> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     entries.sort();
     for path in entries {
         let meta = fs::symlink_metadata(&path).unwrap();
@@ -135,7 +142,10 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, String>) {
             }
         } else {
             let body = fs::read(&path).unwrap();
-            out.insert(rel, format!("file {mode:o} {}", String::from_utf8_lossy(&body)));
+            out.insert(
+                rel,
+                format!("file {mode:o} {}", String::from_utf8_lossy(&body)),
+            );
         }
     }
 }
@@ -144,11 +154,25 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, String>) {
 fn assert_refused(out: &Output, case: &str, must_name: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{case}: {stderr}");
-    assert!(stderr.contains(must_name), "{case}: `{must_name}` not named in {stderr:?}");
-    assert!(stderr.len() < 1200, "{case}: {} bytes of error", stderr.len());
-    assert!(!stderr.contains('\u{1b}'), "{case}: raw escape in {stderr:?}");
+    assert!(
+        stderr.contains(must_name),
+        "{case}: `{must_name}` not named in {stderr:?}"
+    );
+    assert!(
+        stderr.len() < 1200,
+        "{case}: {} bytes of error",
+        stderr.len()
+    );
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "{case}: raw escape in {stderr:?}"
+    );
     assert!(stderr.lines().count() <= 3, "{case}: {stderr:?}");
-    assert!(out.stdout.is_empty(), "{case}: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.stdout.is_empty(),
+        "{case}: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 fn hostile_names(sandbox: &Sandbox) -> Vec<(String, String)> {
@@ -245,10 +269,18 @@ fn hostile_profiles(sandbox: &Sandbox) -> Vec<(String, String, String)> {
         )
     };
     let cases: Vec<(&str, String, &str)> = vec![
-        ("name: command substitution", name(&format!("\"$(touch {canary})\"")), "name"),
+        (
+            "name: command substitution",
+            name(&format!("\"$(touch {canary})\"")),
+            "name",
+        ),
         ("name: dot-dot", name("\"..\""), "name"),
         ("name: a/../b", name("\"a/../b\""), "name"),
-        ("name: absolute path", name(&format!("\"{}\"", sandbox.sibling.display())), "name"),
+        (
+            "name: absolute path",
+            name(&format!("\"{}\"", sandbox.sibling.display())),
+            "name",
+        ),
         ("name: newline", name("\"a\\nb\""), "name"),
         ("name: ansi escape", name("\"\\u001b[31mred\""), "name"),
         ("name: 5 MB", name(&format!("\"{huge}\"")), "name"),
@@ -256,26 +288,105 @@ fn hostile_profiles(sandbox: &Sandbox) -> Vec<(String, String, String)> {
         ("name: cyrillic lookalike", name("\"dеmo\""), "name"),
         ("name: empty", name("\"\""), "name"),
         ("name: a number", name("42"), "name"),
-        ("image: semicolon", image(&format!("\"img; touch {canary}\"")), "container.image"),
-        ("image: command substitution", image(&format!("\"$(touch {canary})\"")), "container.image"),
-        ("image: backticks", image(&format!("\"`touch {canary}`\"")), "container.image"),
-        ("image: option", image("\"--privileged\""), "container.image"),
-        ("image: space", image("\"img -v /:/host\""), "container.image"),
-        ("image: template syntax", image("\"img:{{ x }}\""), "container.image"),
-        ("image: newline", image("\"img\\ntouch x\""), "container.image"),
-        ("image: 5 MB", image(&format!("\"{huge}\"")), "container.image"),
-        ("ssh_user: shell", with("[master]", &format!("ssh_user = \"root;touch {canary}\"\n[master]")), "ssh_user"),
-        ("ssh_user: option", with("[master]", "ssh_user = \"-oProxyCommand=id\"\n[master]"), "ssh_user"),
-        ("interface: unknown", with("[master]", "interface = \"publik\"\n[master]"), "interface"),
-        ("region: terminal title", with("[master]", "region = \"\\u001b]0;pwned\\u0007\"\n[master]"), "region"),
-        ("flavor: newline", with("flavor = \"m1.small\"", "flavor = \"m1\\nsmall\""), "master.flavor"),
-        ("cidr: whole internet", with("10.42.0.0/24", "0.0.0.0/0"), "network.cidr"),
-        ("cidr: too small", with("10.42.0.0/24", "10.42.0.0/30"), "network.cidr"),
-        ("cidr: loopback", with("10.42.0.0/24", "127.0.0.0/24"), "network.cidr"),
-        ("cidr: not a cidr", with("10.42.0.0/24", "10.42.0.0/24; id"), "network.cidr"),
+        (
+            "image: semicolon",
+            image(&format!("\"img; touch {canary}\"")),
+            "container.image",
+        ),
+        (
+            "image: command substitution",
+            image(&format!("\"$(touch {canary})\"")),
+            "container.image",
+        ),
+        (
+            "image: backticks",
+            image(&format!("\"`touch {canary}`\"")),
+            "container.image",
+        ),
+        (
+            "image: option",
+            image("\"--privileged\""),
+            "container.image",
+        ),
+        (
+            "image: space",
+            image("\"img -v /:/host\""),
+            "container.image",
+        ),
+        (
+            "image: template syntax",
+            image("\"img:{{ x }}\""),
+            "container.image",
+        ),
+        (
+            "image: newline",
+            image("\"img\\ntouch x\""),
+            "container.image",
+        ),
+        (
+            "image: 5 MB",
+            image(&format!("\"{huge}\"")),
+            "container.image",
+        ),
+        (
+            "ssh_user: shell",
+            with(
+                "[master]",
+                &format!("ssh_user = \"root;touch {canary}\"\n[master]"),
+            ),
+            "ssh_user",
+        ),
+        (
+            "ssh_user: option",
+            with("[master]", "ssh_user = \"-oProxyCommand=id\"\n[master]"),
+            "ssh_user",
+        ),
+        (
+            "interface: unknown",
+            with("[master]", "interface = \"publik\"\n[master]"),
+            "interface",
+        ),
+        (
+            "region: terminal title",
+            with("[master]", "region = \"\\u001b]0;pwned\\u0007\"\n[master]"),
+            "region",
+        ),
+        (
+            "flavor: newline",
+            with("flavor = \"m1.small\"", "flavor = \"m1\\nsmall\""),
+            "master.flavor",
+        ),
+        (
+            "cidr: whole internet",
+            with("10.42.0.0/24", "0.0.0.0/0"),
+            "network.cidr",
+        ),
+        (
+            "cidr: too small",
+            with("10.42.0.0/24", "10.42.0.0/30"),
+            "network.cidr",
+        ),
+        (
+            "cidr: loopback",
+            with("10.42.0.0/24", "127.0.0.0/24"),
+            "network.cidr",
+        ),
+        (
+            "cidr: not a cidr",
+            with("10.42.0.0/24", "10.42.0.0/24; id"),
+            "network.cidr",
+        ),
         ("missing [master]", with("[master]", "[mastr]"), "mastr"),
-        ("missing [master] table", BASE.replace("[master]\nflavor = \"m1.small\"\nimage = \"debian\"\n", ""), "master"),
-        ("huge unknown key", with("[master]", &format!("{huge} = 1\n[master]")), "unknown field"),
+        (
+            "missing [master] table",
+            BASE.replace("[master]\nflavor = \"m1.small\"\nimage = \"debian\"\n", ""),
+            "master",
+        ),
+        (
+            "huge unknown key",
+            with("[master]", &format!("{huge} = 1\n[master]")),
+            "unknown field",
+        ),
     ];
     cases
         .into_iter()
@@ -314,6 +425,11 @@ fn the_base_profile_is_valid_so_each_case_fails_for_its_own_reason() {
     let file = sandbox.profile(0, BASE);
     let before = sandbox.snapshot();
     let out = sandbox.run(&["validate", file.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     sandbox.assert_untouched(&before, "validate BASE");
 }

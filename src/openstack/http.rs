@@ -748,7 +748,10 @@ mod tests {
         let ok = build_url("http://127.0.0.1:1/v2.1", "os-keypairs/demo-key", &[]).unwrap();
         assert_eq!(ok.as_str(), "http://127.0.0.1:1/v2.1/os-keypairs/demo-key");
         for bad in ["os-keypairs/../servers", "os-keypairs/.", "a/../../b-key"] {
-            assert!(build_url("http://127.0.0.1:1/v2.1", bad, &[]).is_err(), "{bad}");
+            assert!(
+                build_url("http://127.0.0.1:1/v2.1", bad, &[]).is_err(),
+                "{bad}"
+            );
         }
     }
 }
