@@ -130,8 +130,10 @@ impl<'a, P: Provider> Applier<'a, P> {
         }
     }
 
+    /// The state as applied so far. A poisoned lock still holds the real state (ids of
+    /// everything created): never an empty one, which `up` would save over the saved ids.
     pub fn state(&self) -> ClusterState {
-        self.state.lock().map(|s| s.clone()).unwrap_or_default()
+        self.lock_state().clone()
     }
 
     /// Observes the cluster and folds what was found into the local state.
@@ -499,4 +501,57 @@ pub fn servers(plan: &Plan) -> Vec<&Desired> {
         })
         .filter(|d| matches!(d.spec, Spec::Server { .. }))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Nothing;
+
+    impl Provider for Nothing {
+        async fn observe(&self, _: &str) -> Result<Vec<Observed>, ProviderError> {
+            Ok(vec![])
+        }
+        async fn poll(&self, _: &str, _: Kind) -> Result<Vec<Observed>, ProviderError> {
+            Ok(vec![])
+        }
+        async fn create(
+            &self,
+            _: &str,
+            _: &Desired,
+            _: &BTreeMap<String, String>,
+        ) -> Result<String, ProviderError> {
+            Err(ProviderError::Cloud("not in this test".into()))
+        }
+        async fn delete(&self, _: &Observed) -> Result<(), ProviderError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_poisoned_lock_still_gives_the_real_state() {
+        let root = tempfile::tempdir().unwrap();
+        let name = crate::input::ClusterName::parse("demo").unwrap();
+        let dir = ClusterDir::open(root.path(), &name).unwrap();
+        let progress = Progress::new(true);
+        let mut saved = ClusterState {
+            cluster: "demo".into(),
+            ..ClusterState::default()
+        };
+        saved.resources.insert(
+            "demo-net".into(),
+            Resource {
+                kind: Kind::Network,
+                id: "net-1".into(),
+            },
+        );
+        let applier = Applier::new(&Nothing, &dir, &progress, saved.clone());
+        let poisoned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _held = applier.state.lock().unwrap();
+            panic!("a step panicked while holding the state");
+        }));
+        assert!(poisoned.is_err() && applier.state.is_poisoned());
+        assert_eq!(applier.state().resources, saved.resources);
+    }
 }

@@ -121,6 +121,14 @@ async fn connect_one(
     .await?;
     bar.set_message("connected");
     let ip = node.private_ip.clone().unwrap_or_default();
+    // The cloud's answer reaches shell commands and the hostfile: it must be an address.
+    if ip.parse::<std::net::IpAddr>().is_err() {
+        return Err(BootstrapError::Other(format!(
+            "{}: the cloud gave `{}` as its private address",
+            node.name,
+            crate::input::shown(&ip)
+        )));
+    }
     // The interface that holds the private address, as Gloo and NCCL need its name.
     let iface = ssh
         .run(&format!("ip -o -4 addr show | awk '{{ split($4, a, \"/\"); if (a[1] == \"{ip}\") print $2 }}' | head -n1"))
@@ -134,6 +142,9 @@ async fn connect_one(
             node.name
         )));
     }
+    // It goes into `ip ... dev IFACE` and horovodrun's arguments.
+    crate::input::check_interface_name(&iface)
+        .map_err(|e| BootstrapError::Other(format!("{}: {e}", node.name)))?;
     Ok(NodeSession {
         node: node.clone(),
         ssh,
@@ -421,7 +432,8 @@ async fn wait_collective_ssh(
         let ip = s.node.private_ip.clone().unwrap_or_default();
         loop {
             let probe = format!(
-                "docker exec hvd ssh -p {port} -o ConnectTimeout=3 -o BatchMode=yes {ip} true"
+                "docker exec hvd ssh -p {port} -o ConnectTimeout=3 -o BatchMode=yes {} true",
+                ssh::shell_quote(&ip)
             );
             match master.ssh.sudo(&probe).await {
                 Ok(_) => break,
@@ -463,13 +475,15 @@ async fn ensure_image(
 ) -> Result<usize, BootstrapError> {
     let p = inputs.profile;
     let image = &p.container.image;
+    // The image reference passed the reference grammar; it is still quoted wherever a shell sees it.
+    let quoted_image = ssh::shell_quote(image);
     let want = local_image_id(image).await;
     let mut missing = Vec::new();
     for s in sessions {
         let id = s
             .ssh
             .sudo(&format!(
-                "docker image inspect -f '{{{{.Id}}}}' {image} 2>/dev/null || true"
+                "docker image inspect -f '{{{{.Id}}}}' {quoted_image} 2>/dev/null || true"
             ))
             .await?;
         let present = match &want {
@@ -485,9 +499,10 @@ async fn ensure_image(
     }
     match p.container.source {
         ImageSource::Pull => {
+            let quoted_image = &quoted_image;
             try_join_all(missing.iter().zip(bars).map(|(s, bar)| async move {
                 bar.set_message(format!("docker pull {image}"));
-                s.ssh.sudo(&format!("docker pull {image}")).await
+                s.ssh.sudo(&format!("docker pull {quoted_image}")).await
             }))
             .await?;
         }
@@ -531,18 +546,18 @@ async fn ensure_image(
                     "fanning {image} out to {} worker(s)",
                     workers.len()
                 ));
-                let user = &p.ssh_user;
+                let user = ssh::shell_quote(&p.ssh_user);
                 let targets: Vec<String> = workers
                     .iter()
                     .filter_map(|w| {
                         w.node
                             .private_ip
                             .as_ref()
-                            .map(|ip| format!("{}={ip}", w.node.name))
+                            .map(|ip| ssh::shell_quote(&format!("{}={ip}", w.node.name)))
                     })
                     .collect();
                 let script = format!(
-                    "set -e\ntar=/var/tmp/hvd-image.tar\ndocker save -o $tar {image}\nfail=0\nfor t in {}; do\n  name=${{t%%=*}}; ip=${{t#*=}}\n  ssh -i {NODE_DIR}/ssh/id_ed25519 -o HostKeyAlias=$name -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={NODE_DIR}/ssh/known_hosts -o BatchMode=yes {user}@$ip 'sudo -n docker load -q' < $tar > /dev/null &\ndone\nfor j in $(jobs -p); do wait $j || fail=1; done\nrm -f $tar\nexit $fail\n",
+                    "set -e\ntar=/var/tmp/hvd-image.tar\ndocker save -o $tar {quoted_image}\nfail=0\nfor t in {}; do\n  name=${{t%%=*}}; ip=${{t#*=}}\n  ssh -i {NODE_DIR}/ssh/id_ed25519 -o HostKeyAlias=\"$name\" -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={NODE_DIR}/ssh/known_hosts -o BatchMode=yes {user}@\"$ip\" 'sudo -n docker load -q' < $tar > /dev/null &\ndone\nfor j in $(jobs -p); do wait $j || fail=1; done\nrm -f $tar\nexit $fail\n",
                     targets.join(" ")
                 );
                 // The master needs the cluster key to reach the workers' nodes.

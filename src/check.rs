@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::bootstrap::{host_slots, NodeSession, NODE_DIR};
 use crate::profile::{Profile, StorageKind};
+use crate::ssh::shell_quote;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
@@ -181,7 +182,10 @@ pub async fn run(
         let master_ip = master.node.private_ip.clone().unwrap_or_default();
         // Over the NFS protocol where the master serves it (userspace client: no kernel NFS needed).
         let nfs_read = if p.storage.kind == StorageKind::MasterNfs {
-            format!("nfs-cat 'nfs://{master_ip}{file}?version=4' 2>/dev/null || docker exec hvd cat {file}")
+            format!(
+                "nfs-cat {} 2>/dev/null || docker exec hvd cat {file}",
+                shell_quote(&format!("nfs://{master_ip}{file}?version=4"))
+            )
         } else {
             format!("docker exec hvd cat {file}")
         };
@@ -214,7 +218,10 @@ pub async fn run(
     // The exit code travels in the output so that a failure still shows what horovodrun said.
     let command = format!(
         "docker exec hvd {} python {NODE_DIR}/check.py 2>&1; echo HVD_EXIT=$?",
-        args.join(" ")
+        args.iter()
+            .map(|a| shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     let out = master
         .ssh

@@ -10,6 +10,7 @@ use crate::apply::{Applier, ApplyError, Provider, ProviderError};
 use crate::bootstrap::{self, BootstrapError};
 use crate::check::{self, CheckError};
 use crate::images::{self, ImageError};
+use crate::input::{self, ClusterName, CLUSTER_NAME_RULE};
 use crate::plan::{self, Health, Plan, QuotaDelta, Shortfall};
 use crate::profile::{self, JupyterAccess, Profile, ProfileError, ProviderKind};
 use crate::progress::Progress;
@@ -39,8 +40,13 @@ pub enum Error {
     Check(#[from] CheckError),
     #[error(transparent)]
     Images(#[from] ImageError),
+    /// Bad arguments: exit 2.
     #[error("{0}")]
     Usage(String),
+    /// Something failed while working (a tunnel, ssh, horovodrun, a cloud that kept a
+    /// resource): exit 1, like every other runtime failure.
+    #[error("{0}")]
+    Runtime(String),
     #[error(
         "interrupted; the state is saved: run `up` again to resume, or `down` to remove everything"
     )]
@@ -428,11 +434,11 @@ pub async fn heal(ctx: &mut Context, file: &Path, watch: Option<Duration>) -> Re
 /// dropped from discovery before they are deleted).
 pub async fn scale(ctx: &Context, file: &Path, workers: u32) -> Result<u8, Error> {
     let text = std::fs::read_to_string(file)
-        .map_err(|e| Error::Usage(format!("{}: {e}", file.display())))?;
+        .map_err(|e| Error::Usage(format!("{}: {e}", shown_path(file))))?;
     let edited = profile::with_worker_count(&text, workers).ok_or_else(|| {
         Error::Usage(format!(
             "{}: no `count = N` line under [workers] to change",
-            file.display()
+            shown_path(file)
         ))
     })?;
     profile::parse(file, &edited)?;
@@ -495,7 +501,7 @@ async fn open_cluster(
         .ssh
         .run(&format!(
             "ip -o -4 addr show dev {} | awk '{{print $4}}' | head -n1",
-            master.iface
+            ssh::shell_quote(&master.iface)
         ))
         .await
         .map_err(bootstrap::BootstrapError::from)?;
@@ -568,18 +574,18 @@ impl Connected {
                 (
                     "127.0.0.1"
                         .parse::<std::net::IpAddr>()
-                        .map_err(|e| Error::Usage(e.to_string()))?,
+                        .map_err(|e| Error::Runtime(e.to_string()))?,
                     port,
                 ),
                 (
                     "127.0.0.1"
                         .parse::<std::net::IpAddr>()
-                        .map_err(|e| Error::Usage(e.to_string()))?,
+                        .map_err(|e| Error::Runtime(e.to_string()))?,
                     8888,
                 ),
             )
             .await
-            .map_err(|e| Error::Usage(format!("cannot open an SSH tunnel to Jupyter: {e}")))?;
+            .map_err(|e| Error::Runtime(format!("cannot open an SSH tunnel to Jupyter: {e}")))?;
         Ok(JupyterUrl {
             reachable: format!("http://127.0.0.1:{port}/lab?token={token}"),
             shown: format!(
@@ -592,11 +598,11 @@ impl Connected {
 
 fn free_port() -> Result<u16, Error> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| Error::Usage(format!("no free local port: {e}")))?;
+        .map_err(|e| Error::Runtime(format!("no free local port: {e}")))?;
     listener
         .local_addr()
         .map(|a| a.port())
-        .map_err(|e| Error::Usage(format!("no free local port: {e}")))
+        .map_err(|e| Error::Runtime(format!("no free local port: {e}")))
 }
 
 fn print_check(r: &check::CheckReport) {
@@ -636,7 +642,7 @@ async fn existing_cluster(
     };
     let nodes = nodes_with_slots(&p, provider.nodes(&p.name).await?);
     if nodes.is_empty() {
-        return Err(Error::Usage(format!(
+        return Err(Error::Runtime(format!(
             "cluster `{}` has no nodes; run `hvd-cluster up {}` first",
             p.name,
             file.display()
@@ -669,12 +675,11 @@ pub async fn run(
     let (p, dir, _provider, nodes) = existing_cluster(ctx, file).await?;
     let cluster = open_cluster(ctx, &p, &dir, &nodes).await?;
     for local in send {
-        let name = local
-            .file_name()
-            .and_then(|n| n.to_str())
-            .ok_or_else(|| Error::Usage(format!("--send {}: not a file name", local.display())))?;
+        let name = local.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+            Error::Usage(format!("--send {}: not a file name", shown_path(local)))
+        })?;
         let body = std::fs::read(local)
-            .map_err(|e| Error::Usage(format!("--send {}: {e}", local.display())))?;
+            .map_err(|e| Error::Usage(format!("--send {}: {e}", shown_path(local))))?;
         cluster.sessions[0]
             .ssh
             .write_file(&format!("/shared/{name}"), &body, 0o644)
@@ -699,7 +704,7 @@ pub async fn run(
         .stderr(openssh::Stdio::inherit())
         .status()
         .await
-        .map_err(|e| Error::Usage(format!("running horovodrun on the master: {e}")))?;
+        .map_err(|e| Error::Runtime(format!("running horovodrun on the master: {e}")))?;
     Ok(status.code().map_or(1, |c| c.clamp(0, 255) as u8))
 }
 
@@ -708,7 +713,7 @@ pub async fn ssh_config(ctx: &Context, file: &Path) -> Result<u8, Error> {
     let (p, dir, _provider, nodes) = existing_cluster(ctx, file).await?;
     let path = bootstrap::write_ssh_config(&dir, &p.ssh_user, &nodes)?;
     let text = std::fs::read_to_string(&path)
-        .map_err(|e| Error::Usage(format!("reading {}: {e}", path.display())))?;
+        .map_err(|e| Error::Runtime(format!("reading {}: {e}", path.display())))?;
     print!("{text}");
     Ok(0)
 }
@@ -732,7 +737,8 @@ pub async fn ssh(
             } else {
                 let names: Vec<&str> = nodes.iter().map(|x| x.name.as_str()).collect();
                 return Err(Error::Usage(format!(
-                    "no node `{n}`; nodes: {}",
+                    "no node `{}`; nodes: {}",
+                    input::shown(n),
                     names.join(", ")
                 )));
             }
@@ -744,7 +750,7 @@ pub async fn ssh(
         .arg(&target)
         .args(command)
         .status()
-        .map_err(|e| Error::Usage(format!("cannot run ssh: {e}")))?;
+        .map_err(|e| Error::Runtime(format!("cannot run ssh: {e}")))?;
     Ok(status.code().map_or(1, |c| c.clamp(0, 255) as u8))
 }
 
@@ -787,7 +793,7 @@ fn print_nodes(cluster: &str, st: &ClusterState) {
 async fn open_target(
     ctx: &Context,
     target: Target,
-) -> Result<(String, ClusterDir, AnyProvider), Error> {
+) -> Result<(ClusterName, ClusterDir, AnyProvider), Error> {
     let (name, kind, cloud, region, interface) = match target {
         Target::Profile(file) => {
             let p = profile::load(&file)?;
@@ -802,6 +808,14 @@ async fn open_target(
         Target::Cluster { name, cloud } => {
             if name.is_empty() {
                 return Err(Error::Usage("give a profile FILE or --cluster NAME".into()));
+            }
+            // Before any file or cloud call: the name becomes a folder, a tag and URL parts.
+            let name = ClusterName::parse(&name).map_err(|e| {
+                Error::Usage(format!("--cluster: {e}\n  help: {CLUSTER_NAME_RULE}"))
+            })?;
+            if let Some(cloud) = &cloud {
+                input::check_cloud_name(cloud)
+                    .map_err(|e| Error::Usage(format!("--cloud: {e}")))?;
             }
             let dir = ClusterDir::open(&ctx.state_root, &name)?;
             let saved = dir.load()?;
@@ -941,7 +955,7 @@ pub async fn down(ctx: &Context, target: Target) -> Result<u8, Error> {
             .iter()
             .map(|o| format!("{} {}", o.kind, o.name))
             .collect();
-        return Err(Error::Usage(format!(
+        return Err(Error::Runtime(format!(
             "still present after delete: {}",
             names.join(", ")
         )));
@@ -957,7 +971,31 @@ pub async fn down(ctx: &Context, target: Target) -> Result<u8, Error> {
     Ok(0)
 }
 
+/// A path from the command line, as it may appear in a message (shortened, escaped).
+fn shown_path(path: &Path) -> String {
+    input::shown(&path.to_string_lossy())
+}
+
 fn to_json(value: &impl Serialize) -> String {
     serde_json::to_string_pretty(value)
         .unwrap_or_else(|e| format!("{{\"error\": \"cannot encode output: {e}\"}}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_input_exits_2_and_runtime_failures_exit_1() {
+        assert_eq!(Error::Usage("--cluster: bad".into()).exit_code(), 2);
+        assert_eq!(
+            Error::Runtime("still present after delete: server x".into()).exit_code(),
+            1
+        );
+        assert_eq!(
+            Error::Runtime("cannot open an SSH tunnel to Jupyter".into()).exit_code(),
+            1
+        );
+        assert_eq!(Error::Interrupted.exit_code(), 130);
+    }
 }

@@ -9,6 +9,7 @@ pub mod bootstrap;
 pub mod check;
 pub mod cli;
 pub mod images;
+pub mod input;
 pub mod openstack;
 pub mod plan;
 pub mod profile;

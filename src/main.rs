@@ -10,9 +10,11 @@ use hvd_cluster::cli::{self, Target};
 
 /// Turn one TOML profile into a working Horovod cluster on OpenStack, and remove it again.
 ///
-/// Exit codes: 0 success (for `plan`: nothing to change), 1 failure, 2 bad profile or
-/// arguments, 3 quota shortfall (nothing was created), 10 `plan` found changes,
-/// 130 interrupted (run `up` again to resume, or `down` to remove everything).
+/// Exit codes: 0 success (for `plan`: nothing to change), 1 failure while working (cloud,
+/// SSH, tunnel, horovodrun, state folder), 2 bad input only (profile, arguments, a flavor,
+/// image, network or interface the cloud does not know), 3 quota shortfall (nothing was
+/// created), 10 `plan` found changes, 130 interrupted (run `up` again to resume, or `down`
+/// to remove everything).
 #[derive(Parser, Debug)]
 #[command(name = "hvd-cluster", version, max_term_width = 100)]
 struct Args {
@@ -140,8 +142,14 @@ enum Command {
 struct TargetArgs {
     /// The cluster profile (TOML)
     file: Option<PathBuf>,
-    /// The cluster's name, when no profile is at hand
-    #[arg(long, conflicts_with = "file", required_unless_present = "file")]
+    /// The cluster's name, when no profile is at hand: 1-40 lowercase letters, digits and
+    /// dashes, starting with a letter (never a path)
+    #[arg(
+        long,
+        conflicts_with = "file",
+        required_unless_present = "file",
+        value_name = "NAME"
+    )]
     cluster: Option<String>,
     /// clouds.yaml entry to use with --cluster [default: the saved one, or $OS_CLOUD]
     #[arg(long, requires = "cluster")]

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::input::{self, shown, ClusterName, Refused};
+
 /// Which kind of machine the nodes are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -23,8 +25,9 @@ pub enum ProviderKind {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
-    /// Cluster name: every resource is named `<name>-<role>[-<i>]` and tagged with it.
-    pub name: String,
+    /// Cluster name: every resource is named `<name>-<role>[-<i>]` and tagged with it; its
+    /// folder is `<state root>/<name>`. Checked while parsing (see [`ClusterName`]).
+    pub name: ClusterName,
     #[serde(default)]
     pub provider: ProviderKind,
     /// A clouds.yaml entry; when absent the OS_* variables are used, as the `openstack` CLI does.
@@ -250,9 +253,35 @@ pub struct ProfileError {
     pub help: Option<String>,
 }
 
+/// Longest message shown for a profile error: serde quotes whole values in its messages.
+const MESSAGE_MAX: usize = 240;
+
+impl ProfileError {
+    /// Builds an error whose field and message are safe to print: control characters
+    /// escaped, a huge key or value cut short.
+    fn new(
+        file: &Path,
+        (line, column): (Option<usize>, Option<usize>),
+        field: &str,
+        message: &str,
+        help: Option<String>,
+    ) -> ProfileError {
+        ProfileError {
+            file: file.to_path_buf(),
+            line,
+            column,
+            field: shown(field),
+            message: input::shown_message(message, MESSAGE_MAX),
+            help: help.map(|h| input::shown_message(&h, MESSAGE_MAX)),
+        }
+    }
+}
+
 impl fmt::Display for ProfileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
+        // The path comes from the command line: it may hold anything a terminal would act on.
+        let file = self.file.to_string_lossy();
+        write!(f, "{}", input::shown_message(&file, MESSAGE_MAX))?;
         if let Some(line) = self.line {
             write!(f, ":{line}")?;
             if let Some(col) = self.column {
@@ -273,13 +302,14 @@ impl fmt::Display for ProfileError {
 
 /// Reads and validates a profile file.
 pub fn load(path: &Path) -> Result<Profile, ProfileError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ProfileError {
-        file: path.to_path_buf(),
-        line: None,
-        column: None,
-        field: String::new(),
-        message: format!("cannot read the profile: {e}"),
-        help: None,
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ProfileError::new(
+            path,
+            (None, None),
+            "",
+            &format!("cannot read the profile: {e}"),
+            None,
+        )
     })?;
     parse(path, &text)
 }
@@ -288,21 +318,19 @@ pub fn load(path: &Path) -> Result<Profile, ProfileError> {
 pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
     let profile: Profile = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
     validate(&profile).map_err(|issue| {
-        let (line, column) = locate_field(text, &issue.field);
-        ProfileError {
-            file: path.to_path_buf(),
-            line,
-            column,
-            field: issue.field,
-            message: issue.message,
-            help: issue.help,
-        }
+        ProfileError::new(
+            path,
+            locate_field(text, &issue.field),
+            &issue.field,
+            &issue.message,
+            issue.help,
+        )
     })?;
     Ok(profile)
 }
 
 fn syntax_error(path: &Path, text: &str, e: &toml::de::Error) -> ProfileError {
-    let (line, column) = match e.span() {
+    let place = match e.span() {
         Some(span) => {
             let (l, c) = line_col(text, span.start);
             (Some(l), Some(c))
@@ -310,19 +338,34 @@ fn syntax_error(path: &Path, text: &str, e: &toml::de::Error) -> ProfileError {
         None => (None, None),
     };
     let message = e.message().trim().to_string();
-    let field = e
-        .span()
-        .map(|span| field_at(text, span.start))
-        .unwrap_or_default();
-    let help = unknown_field_help(&message);
-    ProfileError {
-        file: path.to_path_buf(),
-        line,
-        column,
-        field,
-        message,
-        help,
+    let field = match (e.span(), missing_field(&message)) {
+        // serde reports a missing key at the table that lacks it (the whole file for a
+        // top-level one): name the missing key, not the first key written there.
+        (Some(span), Some(missing)) => match table_header_at(text, span.start) {
+            Some(table) => format!("{table}.{missing}"),
+            None => missing.to_string(),
+        },
+        (None, Some(missing)) => missing.to_string(),
+        (Some(span), None) => field_at(text, span.start),
+        (None, None) => String::new(),
+    };
+    let mut help = unknown_field_help(&message);
+    if help.is_none() && field == "name" && message.contains("cannot be a cluster name") {
+        help = Some(input::CLUSTER_NAME_RULE.to_string());
     }
+    ProfileError::new(path, place, &field, &message, help)
+}
+
+/// `x` in serde's "missing field `x`".
+fn missing_field(message: &str) -> Option<&str> {
+    message.strip_prefix("missing field `")?.strip_suffix('`')
+}
+
+/// The `[table]` whose header is written on the line holding `offset`, if that line is one.
+fn table_header_at(text: &str, offset: usize) -> Option<String> {
+    let (line_no, _) = line_col(text, offset);
+    let line = text.lines().nth(line_no - 1)?;
+    table_header(line.trim())
 }
 
 /// For serde's "unknown field `x`, expected one of `a`, `b`" suggests the nearest valid key.
@@ -342,6 +385,10 @@ fn unknown_field_help(message: &str) -> Option<String> {
 
 /// The candidate closest to `word`, if it is close enough to be a likely typo.
 pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    // Edit distance costs length × length: a huge word is no typo, and must not take seconds.
+    if word.len() > 128 {
+        return None;
+    }
     candidates
         .iter()
         .map(|c| (strsim::damerau_levenshtein(word, c), *c))
@@ -460,19 +507,20 @@ fn issue(field: &str, message: impl Into<String>, help: Option<&str>) -> Issue {
 }
 
 fn validate(p: &Profile) -> Result<(), Issue> {
-    validate_name(&p.name)?;
-    if p.ssh_user.is_empty()
-        || !p
-            .ssh_user
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        return Err(issue(
-            "ssh_user",
-            format!("`{}` is not a valid login name", p.ssh_user),
-            None,
-        ));
+    // The name was checked while parsing (ClusterName); now every other value that reaches
+    // a shell, a template, a file or a URL, each by its own grammar.
+    input::check_login_name(&p.ssh_user).map_err(|e| refused("ssh_user", e))?;
+    if let Some(interface) = &p.interface {
+        if crate::openstack::config::Interface::parse(interface).is_none() {
+            return Err(issue(
+                "interface",
+                format!("`{}` is not an endpoint interface", shown(interface)),
+                Some("use \"public\", \"internal\" or \"admin\""),
+            ));
+        }
     }
+    check_cloud_names(p)?;
+    input::check_image_reference(&p.container.image).map_err(|e| refused("container.image", e))?;
     if p.workers.count > 256 {
         return Err(issue(
             "workers.count",
@@ -494,6 +542,10 @@ fn validate(p: &Profile) -> Result<(), Issue> {
     }
     if p.provider == ProviderKind::OpenStack {
         validate_openstack(p)?;
+    }
+    if p.network.cidr.is_some() && p.network.existing.is_none() {
+        // Also the fallback for who may mount /shared on any provider.
+        validate_subnet(p)?;
     }
     validate_access(&p.access)?;
     if p.container.ssh_port == 22 || p.container.ssh_port == 0 {
@@ -528,23 +580,66 @@ fn validate(p: &Profile) -> Result<(), Issue> {
     Ok(())
 }
 
-fn validate_name(name: &str) -> Result<(), Issue> {
-    let ok = !name.is_empty()
-        && name.len() <= 40
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.ends_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(issue(
-            "name",
-            format!("`{name}` cannot be a cluster name"),
-            Some("use 1-40 lowercase letters, digits and dashes, starting with a letter (it becomes part of host names)"),
-        ))
+fn refused(field: &str, e: Refused) -> Issue {
+    issue(field, e.0, None)
+}
+
+/// Names and ids that only reach the cloud API (as JSON or URL query values): printable, at
+/// most 255 characters.
+fn check_cloud_names(p: &Profile) -> Result<(), Issue> {
+    let fields = [
+        ("cloud", p.cloud.as_deref()),
+        ("region", p.region.as_deref()),
+        ("master.flavor", p.master.flavor.as_deref()),
+        ("master.image", p.master.image.as_deref()),
+        ("workers.flavor", p.workers.flavor.as_deref()),
+        ("workers.image", p.workers.image.as_deref()),
+        ("network.existing", p.network.existing.as_deref()),
+        (
+            "network.external_network",
+            p.network.external_network.as_deref(),
+        ),
+        (
+            "floating_ip.pool",
+            p.floating_ip.as_ref().map(|f| f.pool.as_str()),
+        ),
+        ("storage.share_type", p.storage.share_type.as_deref()),
+    ];
+    for (field, value) in fields {
+        if let Some(value) = value {
+            input::check_cloud_name(value).map_err(|e| refused(field, e))?;
+        }
     }
+    Ok(())
+}
+
+/// The subnet hvd-cluster creates: a real unicast range, with room for every server.
+fn validate_subnet(p: &Profile) -> Result<(), Issue> {
+    let example = Some("e.g. cidr = \"10.42.0.0/24\"");
+    let cidr = p.subnet_cidr();
+    let (addr, prefix) = parse_cidr(cidr).map_err(|m| issue("network.cidr", m, example))?;
+    if let Some(problem) = input::subnet_range_problem(addr, prefix) {
+        return Err(issue(
+            "network.cidr",
+            format!("`{}` {problem}", shown(cidr)),
+            example,
+        ));
+    }
+    // The master, every worker, and one replacement being made while a failed worker goes.
+    let servers = 2 + u64::from(p.workers.count);
+    let capacity = input::subnet_server_capacity(prefix);
+    if capacity < servers {
+        return Err(issue(
+            "network.cidr",
+            format!(
+                "`{}` holds {capacity} server address(es) (network, broadcast, gateway and DHCP take 4), but the cluster needs {servers}: the master, {} worker(s) and one replacement",
+                shown(cidr),
+                p.workers.count
+            ),
+            Some("use a larger subnet, e.g. a /24"),
+        ));
+    }
+    Ok(())
 }
 
 fn validate_openstack(p: &Profile) -> Result<(), Issue> {
@@ -580,9 +675,7 @@ fn validate_openstack(p: &Profile) -> Result<(), Issue> {
             }
         }
         None => {
-            let cidr = p.subnet_cidr();
-            parse_cidr(cidr)
-                .map_err(|m| issue("network.cidr", m, Some("e.g. cidr = \"10.42.0.0/24\"")))?;
+            validate_subnet(p)?;
             if p.floating_ip.is_some() && p.network.external_network.is_none() {
                 return Err(issue(
                     "network.external_network",
@@ -596,7 +689,7 @@ fn validate_openstack(p: &Profile) -> Result<(), Issue> {
         if dns.parse::<std::net::IpAddr>().is_err() {
             return Err(issue(
                 "network.dns_nameservers",
-                format!("`{dns}` is not an IP address"),
+                format!("`{}` is not an IP address", shown(dns)),
                 None,
             ));
         }
@@ -630,15 +723,19 @@ fn validate_access(a: &AccessSpec) -> Result<(), Issue> {
 pub fn parse_cidr(cidr: &str) -> Result<(Ipv4Addr, u8), String> {
     let (addr, prefix) = cidr
         .split_once('/')
-        .ok_or_else(|| format!("`{cidr}` is not a CIDR (address/prefix)"))?;
-    let addr: Ipv4Addr = addr
-        .parse()
-        .map_err(|_| format!("`{cidr}`: `{addr}` is not an IPv4 address"))?;
+        .ok_or_else(|| format!("`{}` is not a CIDR (address/prefix)", shown(cidr)))?;
+    let addr: Ipv4Addr = addr.parse().map_err(|_| {
+        format!(
+            "`{}`: `{}` is not an IPv4 address",
+            shown(cidr),
+            shown(addr)
+        )
+    })?;
     let prefix: u8 = prefix
         .parse()
         .ok()
         .filter(|p| *p <= 32)
-        .ok_or_else(|| format!("`{cidr}`: prefix must be 0-32"))?;
+        .ok_or_else(|| format!("`{}`: prefix must be 0-32", shown(cidr)))?;
     let mask = if prefix == 0 {
         0
     } else {
@@ -647,7 +744,8 @@ pub fn parse_cidr(cidr: &str) -> Result<(Ipv4Addr, u8), String> {
     if u32::from(addr) & !mask != 0 {
         let network = Ipv4Addr::from(u32::from(addr) & mask);
         return Err(format!(
-            "`{cidr}` has host bits set; the network is {network}/{prefix}"
+            "`{}` has host bits set; the network is {network}/{prefix}",
+            shown(cidr)
         ));
     }
     Ok((addr, prefix))
@@ -787,6 +885,111 @@ size_gb = 10
             let e = parse_str(&text).unwrap_err();
             assert_eq!(e.field, field, "{e}");
             assert_eq!(e.line, line, "{e}");
+        }
+    }
+
+    #[test]
+    fn missing_table_or_key_is_named_with_its_place() {
+        let e = parse_str(&GOOD.replace("[master]", "[unused_master]")).unwrap_err();
+        assert!(e.field.starts_with("unused_master"), "{e}");
+        let text = "name = \"x\"\nprovider = \"local\"\n[workers]\ncount = 1\n";
+        let e = parse_str(text).unwrap_err();
+        assert_eq!(
+            (e.field.as_str(), e.line, e.column),
+            ("master", Some(1), Some(1)),
+            "{e}"
+        );
+        let text = "name = \"x\"\nprovider = \"local\"\n[master]\n\n[workers]\nslots = 1\n";
+        let e = parse_str(text).unwrap_err();
+        assert_eq!(
+            (e.field.as_str(), e.line),
+            ("workers.count", Some(5)),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn shell_bearing_values_are_refused_with_their_field() {
+        let local = "name = \"x\"\nprovider = \"local\"\n[master]\n[workers]\ncount = 2\n";
+        let cases = [
+            ("name", "name = \"x\"", "name = \"$(touch /tmp/x)\""),
+            ("name", "name = \"x\"", "name = \"..\""),
+            ("name", "name = \"x\"", "name = \"a/../b\""),
+            ("ssh_user", "[master]", "ssh_user = \"root;id\"\n[master]"),
+            (
+                "ssh_user",
+                "[master]",
+                "ssh_user = \"-oProxyCommand=id\"\n[master]",
+            ),
+            ("interface", "[master]", "interface = \"publik\"\n[master]"),
+            (
+                "container.image",
+                "count = 2",
+                "count = 2\n[container]\nimage = \"img; touch /tmp/x\"",
+            ),
+            (
+                "container.image",
+                "count = 2",
+                "count = 2\n[container]\nimage = \"--privileged\"",
+            ),
+            (
+                "container.image",
+                "count = 2",
+                "count = 2\n[container]\nimage = \"img:{{ x }}\"",
+            ),
+            (
+                "container.image",
+                "count = 2",
+                "count = 2\n[container]\nimage = \"$(id)\"",
+            ),
+            (
+                "network.cidr",
+                "count = 2",
+                "count = 2\n[network]\ncidr = \"0.0.0.0/0\"",
+            ),
+            (
+                "network.cidr",
+                "count = 2",
+                "count = 2\n[network]\ncidr = \"10.0.0.0/30\"",
+            ),
+            (
+                "network.cidr",
+                "count = 2",
+                "count = 2\n[network]\ncidr = \"127.0.0.0/24\"",
+            ),
+        ];
+        for (field, from, to) in cases {
+            let e = parse_str(&local.replace(from, to)).unwrap_err();
+            assert_eq!(e.field, field, "{to}: {e}");
+            assert!(e.line.is_some() && e.column.is_some(), "{to}: {e}");
+        }
+        // A subnet just big enough: 2 workers + master + a replacement in a /29 (8 - 4).
+        let ok = local.replace("count = 2", "count = 2\n[network]\ncidr = \"10.0.0.0/29\"");
+        assert!(parse_str(&ok).is_ok());
+        let openstack_small = GOOD.replace("10.42.0.0/24", "10.42.0.0/29");
+        assert_eq!(
+            parse_str(&openstack_small).unwrap_err().field,
+            "network.cidr"
+        );
+    }
+
+    #[test]
+    fn huge_and_control_values_come_back_short_and_escaped() {
+        let huge = format!("a{}", "b".repeat(5 * 1024 * 1024));
+        for text in [
+            GOOD.replace("name = \"demo\"", &format!("name = \"{huge}\"")),
+            GOOD.replace("count = 3", &format!("count = \"{huge}\"")),
+            GOOD.replace("count = 3", &format!("count = 3\n{huge} = 1")),
+            GOOD.replace("name = \"demo\"", "name = \"a\\nb\\u001b[31m\""),
+        ] {
+            let shown = parse_str(&text).unwrap_err().to_string();
+            assert!(shown.len() < 700, "{} bytes", shown.len());
+            assert!(!shown.contains('\u{1b}'), "{shown:?}");
+            assert_eq!(
+                shown.lines().count(),
+                shown.matches("help:").count() + 1,
+                "{shown:?}"
+            );
         }
     }
 

@@ -1,8 +1,10 @@
 //! Everything written onto a node, rendered from tera templates compiled into the binary.
 //! Pure: values in, text out.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
-use tera::{Context, Tera};
+use tera::{Context, Kwargs, State, Tera, Value};
 
 use crate::ssh::error_chain;
 
@@ -80,6 +82,18 @@ pub struct Renderer {
 impl Renderer {
     pub fn new() -> Result<Renderer, RenderError> {
         let mut tera = Tera::new();
+        // Escaping for each target a template writes: every value from a profile, a cloud or
+        // a node goes through one of these where it lands.
+        tera.register_filter("shell_quote", |v: Cow<'_, str>, _: Kwargs, _: &State| {
+            crate::ssh::shell_quote(&v)
+        });
+        tera.register_filter("yaml_str", |v: Cow<'_, str>, _: Kwargs, _: &State| {
+            // A JSON string is a valid YAML double-quoted scalar, escapes included.
+            serde_json::Value::String(v.into_owned()).to_string()
+        });
+        tera.register_filter("json", |v: Value, _: Kwargs, _: &State| {
+            serde_json::to_string(&v).unwrap_or_else(|_| "null".to_string())
+        });
         tera.add_raw_templates(TEMPLATES.iter().copied())
             .map_err(|e| RenderError {
                 name: "(all)".into(),
@@ -168,7 +182,7 @@ mod tests {
     fn cloud_config_names_the_node() {
         let text = cloud_config("c", "c-worker-2", "worker").unwrap();
         assert!(text.starts_with("#cloud-config\n"), "{text}");
-        assert!(text.contains("hostname: c-worker-2\n"), "{text}");
+        assert!(text.contains("hostname: \"c-worker-2\"\n"), "{text}");
         assert!(
             text.contains(r#"{"cluster": "c", "node": "c-worker-2", "role": "worker"}"#),
             "{text}"
@@ -220,12 +234,45 @@ mod tests {
     }
 
     #[test]
+    fn hostile_values_stay_inert_in_every_template() {
+        let r = Renderer::new().unwrap();
+        let evil = "x'; touch /tmp/hvd-canary; echo '$(id)`id`\nrm -rf /";
+        let values = json!({"role": "master", "gpus": 0, "config_hash": "abc", "ssh_port": 12345, "image": evil, "hosts": hosts()});
+        let apply = r.render("container.apply.sh", &values).unwrap();
+        assert!(apply.contains(&crate::ssh::shell_quote(evil)), "{apply}");
+        let v = json!({"role": "master", "clients": evil, "master": evil, "master_ip": evil});
+        let shared = r.render("shared.apply.sh", &v).unwrap();
+        assert_eq!(
+            shared.matches(&crate::ssh::shell_quote(evil)).count(),
+            2,
+            "{shared}"
+        );
+        let w = r
+            .render(
+                "shared.apply.sh",
+                &json!({"role": "worker", "clients": "", "master": "", "master_ip": evil}),
+            )
+            .unwrap();
+        assert!(w.contains(&crate::ssh::shell_quote(evil)), "{w}");
+        // YAML stays one document with the value as data; the JSON line stays valid JSON.
+        let text = cloud_config("c\"\n- x", "n: {a}\n#", "worker").unwrap();
+        let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+        assert_eq!(yaml["hostname"].as_str(), Some("n: {a}\n#"), "{text}");
+        let node: serde_json::Value =
+            serde_json::from_str(yaml["write_files"][0]["content"].as_str().unwrap()).unwrap();
+        assert_eq!(node["cluster"], "c\"\n- x");
+    }
+
+    #[test]
     fn shared_steps_differ_by_role() {
         let r = Renderer::new().unwrap();
         let v = |role: &str| json!({"role": role, "clients": "10.0.0.0/24", "master": "c-master", "master_ip": "10.0.0.2"});
         let m = r.render("shared.apply.sh", &v("master")).unwrap();
-        assert!(m.contains("hvd-nfs-export /shared 10.0.0.0/24"));
+        assert!(m.contains("hvd-nfs-export /shared '10.0.0.0/24'"), "{m}");
         let w = r.render("shared.apply.sh", &v("worker")).unwrap();
-        assert!(w.contains("mount -t nfs4 -o vers=4.0,proto=tcp 10.0.0.2:/shared /shared"));
+        assert!(
+            w.contains("mount -t nfs4 -o vers=4.0,proto=tcp '10.0.0.2':/shared /shared"),
+            "{w}"
+        );
     }
 }

@@ -180,8 +180,10 @@ impl Ssh {
 
     /// Writes `content` to `path` on the node (as root), with `mode`.
     pub async fn write_file(&self, path: &str, content: &[u8], mode: u32) -> Result<(), SshError> {
+        // The path may end in a user's file name (`run --send`): quoted, never spliced raw.
+        let quoted = shell_quote(path);
         let script = format!(
-            "set -e; d=$(dirname '{path}'); mkdir -p \"$d\"; t=$(mktemp \"$d/.hvd.XXXXXX\"); cat > \"$t\"; chmod {mode:o} \"$t\"; mv \"$t\" '{path}'"
+            "set -e; d=$(dirname -- {quoted}); mkdir -p -- \"$d\"; t=$(mktemp \"$d/.hvd.XXXXXX\"); cat > \"$t\"; chmod {mode:o} \"$t\"; mv -- \"$t\" {quoted}"
         );
         let command = format!("sudo -n bash -c {}", shell_quote(&script));
         self.feed(&command, &format!("write {path}"), content, 5)

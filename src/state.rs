@@ -7,12 +7,13 @@
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use fs4::fs_std::FileExt;
 use serde::{Deserialize, Serialize};
 
+use crate::input::ClusterName;
 use crate::plan::Kind;
 
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +31,8 @@ pub enum StateError {
     },
     #[error("another hvd-cluster command is changing cluster `{cluster}` ({holder}); wait for it or stop it")]
     Locked { cluster: String, holder: String },
+    #[error("{path} is not a plain folder (it is a symbolic link or a file); hvd-cluster only changes or deletes folders it made itself under the state folder")]
+    NotAFolder { path: PathBuf },
     #[error("ssh-keygen failed to make the cluster key at {path}: {detail}")]
     Keygen { path: PathBuf, detail: String },
 }
@@ -109,10 +112,36 @@ pub struct ClusterDir {
 }
 
 impl ClusterDir {
-    pub fn open(root: &Path, cluster: &str) -> Result<ClusterDir, StateError> {
-        let path = root.join(cluster);
-        fs::create_dir_all(&path).map_err(io_err("cannot create", &path))?;
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o700))
+    /// Opens (creating it 0700 when missing) `<root>/<cluster>`. A valid name cannot leave
+    /// the root; a cluster folder that is a symbolic link or a file is refused, never followed.
+    pub fn open(root: &Path, cluster: &ClusterName) -> Result<ClusterDir, StateError> {
+        fs::create_dir_all(root).map_err(io_err("cannot create", root))?;
+        let path = root.join(cluster.as_str());
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_dir() => {}
+            Ok(_) => return Err(StateError::NotAFolder { path }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(&path)
+                    .map_err(io_err("cannot create", &path))?;
+            }
+            Err(e) => return Err(io_err("cannot read", &path)(e)),
+        }
+        // chmod through a handle opened without following a link, so the folder checked
+        // above is the one changed even if the path were swapped in between.
+        let folder = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY)
+            .open(&path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+                    StateError::NotAFolder { path: path.clone() }
+                }
+                _ => io_err("cannot open", &path)(e),
+            })?;
+        folder
+            .set_permissions(fs::Permissions::from_mode(0o700))
             .map_err(io_err("cannot protect", &path))?;
         Ok(ClusterDir {
             path,
@@ -170,6 +199,8 @@ impl ClusterDir {
             .create(true)
             .truncate(false)
             .mode(0o600)
+            // Never truncate or write through a link planted in the folder.
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(io_err("cannot open", &path))?;
         match FileExt::try_lock_exclusive(&file) {
@@ -222,13 +253,21 @@ impl ClusterDir {
         Ok(public.trim().to_string())
     }
 
-    /// Removes the folder after `down` (keys included: the nodes are gone).
+    /// Removes the folder after `down` (keys included: the nodes are gone). Only a real
+    /// folder is removed: a symbolic link in its place is refused, never followed.
     pub fn remove(self) -> Result<(), StateError> {
-        match fs::remove_dir_all(&self.path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                Err(io_err("cannot remove", &self.path)(e))
+        match fs::symlink_metadata(&self.path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err("cannot read", &self.path)(e)),
+            Ok(meta) if !meta.file_type().is_dir() => {
+                Err(StateError::NotAFolder { path: self.path })
             }
-            _ => Ok(()),
+            Ok(_) => match fs::remove_dir_all(&self.path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    Err(io_err("cannot remove", &self.path)(e))
+                }
+                _ => Ok(()),
+            },
         }
     }
 }
@@ -267,10 +306,41 @@ pub fn write_atomic(path: &Path, body: &[u8], mode: u32) -> Result<(), StateErro
 mod tests {
     use super::*;
 
+    fn demo() -> ClusterName {
+        ClusterName::parse("demo").unwrap()
+    }
+
+    #[test]
+    fn a_symlinked_cluster_folder_is_never_followed() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::set_permissions(outside.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::write(outside.path().join("keep"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("demo")).unwrap();
+        let e = ClusterDir::open(root.path(), &demo()).unwrap_err();
+        assert!(matches!(e, StateError::NotAFolder { .. }), "{e}");
+        let mode = fs::metadata(outside.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o755, "the link's target was not chmod-ed");
+        let dir = ClusterDir {
+            path: root.path().join("demo"),
+            cluster: "demo".into(),
+        };
+        assert!(matches!(dir.remove(), Err(StateError::NotAFolder { .. })));
+        assert!(outside.path().join("keep").exists());
+    }
+
+    #[test]
+    fn a_file_in_place_of_the_folder_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        fs::write(root.path().join("demo"), "x").unwrap();
+        let e = ClusterDir::open(root.path(), &demo()).unwrap_err();
+        assert!(matches!(e, StateError::NotAFolder { .. }), "{e}");
+    }
+
     #[test]
     fn save_load_round_trip_and_permissions() {
         let root = tempfile::tempdir().unwrap();
-        let dir = ClusterDir::open(root.path(), "demo").unwrap();
+        let dir = ClusterDir::open(root.path(), &demo()).unwrap();
         assert_eq!(dir.load().unwrap().cluster, "demo");
         let mut s = dir.load().unwrap();
         s.resources.insert(
@@ -293,7 +363,7 @@ mod tests {
     #[test]
     fn corrupt_state_says_what_to_do() {
         let root = tempfile::tempdir().unwrap();
-        let dir = ClusterDir::open(root.path(), "demo").unwrap();
+        let dir = ClusterDir::open(root.path(), &demo()).unwrap();
         fs::write(dir.state_file(), "{not json").unwrap();
         let e = dir.load().unwrap_err().to_string();
         assert!(
@@ -305,7 +375,7 @@ mod tests {
     #[test]
     fn second_lock_fails_while_first_is_held() {
         let root = tempfile::tempdir().unwrap();
-        let dir = ClusterDir::open(root.path(), "demo").unwrap();
+        let dir = ClusterDir::open(root.path(), &demo()).unwrap();
         let guard = dir.lock().unwrap();
         let e = dir.lock().unwrap_err();
         assert!(matches!(e, StateError::Locked { .. }), "{e}");
@@ -321,7 +391,7 @@ mod tests {
     #[test]
     fn keypair_is_private() {
         let root = tempfile::tempdir().unwrap();
-        let dir = ClusterDir::open(root.path(), "demo").unwrap();
+        let dir = ClusterDir::open(root.path(), &demo()).unwrap();
         let public = dir.ensure_keypair().unwrap();
         assert!(public.starts_with("ssh-ed25519 "), "{public}");
         assert_eq!(

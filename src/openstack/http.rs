@@ -457,6 +457,14 @@ pub(crate) fn build_url(
         })?;
         segments.pop_if_empty();
         for seg in path.split('/').filter(|s| !s.is_empty()) {
+            // The url crate resolves `.` and `..`: a name holding them would address another
+            // resource (another cluster's keypair) instead of failing.
+            if seg == "." || seg == ".." {
+                return Err(OpenStackError::Invalid(format!(
+                    "`{}` cannot be part of an API path",
+                    crate::input::shown(path)
+                )));
+            }
             segments.push(seg);
         }
     }
@@ -728,5 +736,22 @@ impl Session {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::build_url;
+
+    #[test]
+    fn dot_segments_never_reach_another_resource() {
+        let ok = build_url("http://127.0.0.1:1/v2.1", "os-keypairs/demo-key", &[]).unwrap();
+        assert_eq!(ok.as_str(), "http://127.0.0.1:1/v2.1/os-keypairs/demo-key");
+        for bad in ["os-keypairs/../servers", "os-keypairs/.", "a/../../b-key"] {
+            assert!(
+                build_url("http://127.0.0.1:1/v2.1", bad, &[]).is_err(),
+                "{bad}"
+            );
+        }
     }
 }

@@ -67,7 +67,7 @@ impl OpenStackProvider {
         if let Some(interface) = interface {
             config.interface =
                 Interface::parse(interface).ok_or_else(|| ProviderError::Resolve {
-                    what: format!("interface `{interface}`"),
+                    what: format!("interface `{}`", crate::input::shown(interface)),
                     detail: "must be public, internal or admin".into(),
                 })?;
         }
@@ -927,7 +927,7 @@ fn not_found(what: &str, name: &str, available: &[&str]) -> ProviderError {
         detail.push_str(&format!(" (available: {})", sorted.join(", ")));
     }
     ProviderError::Resolve {
-        what: format!("{what} `{name}`"),
+        what: format!("{what} `{}`", crate::input::shown(name)),
         detail,
     }
 }

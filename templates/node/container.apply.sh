@@ -11,4 +11,4 @@ docker run -d --name hvd --restart unless-stopped --network host \
   -v /etc/hvd-cluster/ssh_config.d:/etc/ssh/ssh_config.d:ro \
 {% if gpus > 0 %}  --gpus all \
 {% endif %}{% if role == "master" %}  -e HVD_JUPYTER=1 \
-{% endif %}  {{ image }} >/dev/null
+{% endif %}  {{ image | shell_quote }} >/dev/null

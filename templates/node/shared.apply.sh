@@ -8,16 +8,16 @@ fi
 mkdir -p /shared
 chmod 1777 /shared
 if command -v hvd-nfs-export >/dev/null; then
-  hvd-nfs-export /shared {{ clients }}
+  hvd-nfs-export /shared {{ clients | shell_quote }}
 else
   echo "this node has no hvd-nfs-export helper; install the hvd-cluster node tools" >&2; exit 1
 fi
-echo "{{ master }}" > /shared/.hvd-cluster-master
+echo {{ master | shell_quote }} > /shared/.hvd-cluster-master
 {% else %}
 mkdir -p /shared
 if ! test -f /shared/.hvd-cluster-master; then
   if grep -qw nfs4 /proc/filesystems || modprobe nfs 2>/dev/null; then
-    mount -t nfs4 -o vers=4.0,proto=tcp {{ master_ip }}:/shared /shared
+    mount -t nfs4 -o vers=4.0,proto=tcp {{ master_ip | shell_quote }}:/shared /shared
   else
     echo "this node's kernel has no NFS client and /shared is not shared with the master" >&2; exit 1
   fi

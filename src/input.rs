@@ -1,0 +1,584 @@
+//! Untrusted input: the validated cluster name, the grammars other values are checked by, and
+//! how any value is shown back to the user (shortened, control characters escaped).
+//!
+//! Pure: no I/O. Everything a user, a profile or a cloud hands us is checked here before it
+//! can reach a file path, a shell, a template or a URL.
+
+use std::fmt;
+use std::net::Ipv4Addr;
+
+/// Most characters of a value shown in a message; the rest becomes `…`.
+pub const SHOWN_CHARS: usize = 60;
+
+/// A value as it may appear in a message: at most [`SHOWN_CHARS`] characters, control
+/// characters, terminal escapes and invisible characters escaped (`\n`, `\u{1b}`), and the
+/// full size said when it was cut, so a 5 MB value comes back as one short line.
+pub fn shown(value: &str) -> String {
+    let mut out = String::new();
+    let mut width = 0;
+    for c in value.chars() {
+        let piece = escape_char(c);
+        width += piece.chars().count();
+        if width > SHOWN_CHARS {
+            out.push_str(&format!("… ({} bytes)", value.len()));
+            return out;
+        }
+        out.push_str(&piece);
+    }
+    out
+}
+
+/// A whole message (which may quote values we did not shorten, like serde's) made safe to
+/// print: control characters escaped, and cut in the middle when longer than `max` chars so
+/// its end ("expected u32") stays readable.
+pub fn shown_message(message: &str, max: usize) -> String {
+    let escaped: String = message.chars().map(escape_char).collect();
+    let count = escaped.chars().count();
+    if count <= max {
+        return escaped;
+    }
+    let tail_len = max / 4;
+    let head: String = escaped.chars().take(max - tail_len).collect();
+    let tail: String = escaped.chars().skip(count - tail_len).collect();
+    format!("{head}…{tail}")
+}
+
+/// One character, escaped when printing it raw could hide or fake text on a terminal.
+fn escape_char(c: char) -> String {
+    match c {
+        // Plain quotes and backslashes read fine in messages; escape_debug would add noise.
+        '\'' | '"' | '\\' => c.to_string(),
+        _ => c.escape_debug().collect(),
+    }
+}
+
+/// The longest cluster name. Resource names are `<name>-<role>[-<i>]`; the longest that is
+/// also a host name is `<name>-worker-<u32>` (8 + 10 more characters), which must fit a
+/// 63-character host name label; the tag `hvd-cluster:<name>` must fit the 60 characters
+/// Nova and Neutron allow for a tag.
+pub const CLUSTER_NAME_MAX: usize = 40;
+
+/// A cluster name that is safe as a folder name, a host name prefix, a tag and a URL segment:
+/// 1-40 lowercase ASCII letters, digits and dashes, starting with a letter, not ending with a
+/// dash. So it is never empty, `.`, `..`, a path, an option (`-x`) or shell text.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "String")]
+pub struct ClusterName(String);
+
+/// Why a value is refused, already worded for the user (the value itself shortened).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// What a valid cluster name looks like, for help lines.
+pub const CLUSTER_NAME_RULE: &str = "use 1-40 lowercase letters, digits and dashes, starting with a letter and not ending with a dash (it becomes part of folder, host and resource names)";
+
+impl ClusterName {
+    pub fn parse(value: &str) -> Result<ClusterName, Refused> {
+        let refuse = |why: &str| {
+            Err(Refused(format!(
+                "`{}` cannot be a cluster name: {why}",
+                shown(value)
+            )))
+        };
+        if value.is_empty() {
+            return refuse("it is empty");
+        }
+        if value.chars().count() > CLUSTER_NAME_MAX {
+            return refuse(&format!("longer than {CLUSTER_NAME_MAX} characters"));
+        }
+        if !value.starts_with(|c: char| c.is_ascii_lowercase()) {
+            return refuse("it must start with a lowercase letter");
+        }
+        if let Some(bad) = value
+            .chars()
+            .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+        {
+            return refuse(&format!("`{}` is not allowed", shown(&bad.to_string())));
+        }
+        if value.ends_with('-') {
+            return refuse("it must not end with a dash");
+        }
+        Ok(ClusterName(value.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ClusterName {
+    type Error = Refused;
+    fn try_from(value: String) -> Result<Self, Refused> {
+        ClusterName::parse(&value)
+    }
+}
+
+impl From<ClusterName> for String {
+    fn from(name: ClusterName) -> String {
+        name.0
+    }
+}
+
+impl std::ops::Deref for ClusterName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for ClusterName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for ClusterName {
+    fn as_ref(&self) -> &std::path::Path {
+        std::path::Path::new(&self.0)
+    }
+}
+
+impl fmt::Display for ClusterName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for ClusterName {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for ClusterName {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// A login name on the nodes (`ssh_user`): what Debian's `adduser` accepts by default,
+/// at most 32 characters. It reaches ssh_config and `user@host` on the master.
+pub fn check_login_name(value: &str) -> Result<(), Refused> {
+    let ok = !value.is_empty()
+        && value.len() <= 32
+        && value.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Refused(format!(
+            "`{}` is not a valid login name: use 1-32 lowercase letters, digits, `_` and `-`, starting with a letter or `_`",
+            shown(value)
+        )))
+    }
+}
+
+/// A network interface name as Linux allows it (at most 15 bytes, no `/`, `:`, whitespace),
+/// narrowed to the characters real ones use. It reaches `ip ... dev IFACE` and horovodrun.
+pub fn check_interface_name(value: &str) -> Result<(), Refused> {
+    let ok = !value.is_empty()
+        && value.len() <= 15
+        && !value.starts_with('-')
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
+        && value != "."
+        && value != "..";
+    if ok {
+        Ok(())
+    } else {
+        Err(Refused(format!(
+            "`{}` is not a network interface name",
+            shown(value)
+        )))
+    }
+}
+
+/// A name or id handed to the cloud API (flavor, image, network, pool, share type, region,
+/// clouds.yaml entry): any printable text, at most 255 characters (Nova's and Neutron's limit).
+pub fn check_cloud_name(value: &str) -> Result<(), Refused> {
+    if value.is_empty() {
+        return Err(Refused("empty".into()));
+    }
+    if value.chars().count() > 255 {
+        return Err(Refused(format!(
+            "`{}` is longer than 255 characters",
+            shown(value)
+        )));
+    }
+    if value.chars().any(|c| c.is_control()) {
+        return Err(Refused(format!(
+            "`{}` holds control characters",
+            shown(value)
+        )));
+    }
+    Ok(())
+}
+
+/// A container image reference, by Docker's reference grammar:
+/// `[host[:port]/]path[:tag][@algorithm:hex]`, path components lowercase alphanumerics
+/// joined by `.`, `_`, `__` or dashes, the name at most 255 characters, the tag
+/// `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`. No space, `;`, `$`, quote or leading `-` can pass.
+pub fn check_image_reference(value: &str) -> Result<(), Refused> {
+    image_reference(value).map_err(|why| {
+        Refused(format!(
+            "`{}` is not a container image reference: {why}",
+            shown(value)
+        ))
+    })
+}
+
+fn image_reference(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Err("it is empty".into());
+    }
+    let (rest, digest) = match value.split_once('@') {
+        Some((rest, digest)) => (rest, Some(digest)),
+        None => (value, None),
+    };
+    if let Some(digest) = digest {
+        check_digest(digest)?;
+    }
+    // A tag follows the last `:` that comes after the last `/` (a `:` before it is a port).
+    let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
+    let (name, tag) = match rest[last_slash..].rfind(':') {
+        Some(i) => (&rest[..last_slash + i], Some(&rest[last_slash + i + 1..])),
+        None => (rest, None),
+    };
+    if let Some(tag) = tag {
+        check_tag(tag)?;
+    }
+    if name.len() > 255 {
+        return Err("the name is longer than 255 characters".into());
+    }
+    let mut components: Vec<&str> = name.split('/').collect();
+    // The first component is a registry host when it looks like one (has `.` or `:`, or is
+    // `localhost`) and more follow.
+    if components.len() > 1 {
+        let first = components[0];
+        if first.contains('.') || first.contains(':') || first == "localhost" {
+            check_registry(first)?;
+            components.remove(0);
+        }
+    }
+    for c in components {
+        check_path_component(c)?;
+    }
+    Ok(())
+}
+
+fn check_registry(domain: &str) -> Result<(), String> {
+    let bad = || Err(format!("`{}` is not a registry host[:port]", shown(domain)));
+    let (host, port) = if let Some(rest) = domain.strip_prefix('[') {
+        // [IPv6]:port
+        let Some((ip, after)) = rest.split_once(']') else {
+            return bad();
+        };
+        if ip.parse::<std::net::Ipv6Addr>().is_err() {
+            return bad();
+        }
+        match (after, after.strip_prefix(':')) {
+            ("", _) => (None, None),
+            (_, Some(port)) => (None, Some(port)),
+            _ => return bad(),
+        }
+    } else {
+        match domain.split_once(':') {
+            Some((h, p)) => (Some(h), Some(p)),
+            None => (Some(domain), None),
+        }
+    };
+    if let Some(port) = port {
+        if port.is_empty() || !port.chars().all(|c| c.is_ascii_digit()) || port.len() > 5 {
+            return bad();
+        }
+    }
+    if let Some(host) = host {
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        if !host.split('.').all(label_ok) {
+            return bad();
+        }
+    }
+    Ok(())
+}
+
+fn check_path_component(c: &str) -> Result<(), String> {
+    let bad = || {
+        Err(format!(
+            "`{}` is not a valid name component (lowercase letters and digits, joined by `.`, `_`, `__` or `-`)",
+            shown(c)
+        ))
+    };
+    let alnum = |ch: char| ch.is_ascii_lowercase() || ch.is_ascii_digit();
+    if c.is_empty() || !c.starts_with(alnum) || !c.ends_with(alnum) {
+        return bad();
+    }
+    // Runs of separators between alphanumerics: `.`, `_`, `__`, or any number of `-`.
+    let mut separator = String::new();
+    for ch in c.chars() {
+        if alnum(ch) {
+            let ok = separator.is_empty()
+                || separator == "."
+                || separator == "_"
+                || separator == "__"
+                || separator.chars().all(|s| s == '-');
+            if !ok {
+                return bad();
+            }
+            separator.clear();
+        } else if matches!(ch, '.' | '_' | '-') {
+            separator.push(ch);
+        } else {
+            return bad();
+        }
+    }
+    Ok(())
+}
+
+fn check_tag(tag: &str) -> Result<(), String> {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let ok = !tag.is_empty()
+        && tag.len() <= 128
+        && tag.starts_with(word)
+        && tag.chars().all(|c| word(c) || c == '.' || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "the tag `{}` is not valid (letters, digits, `_`, `.`, `-`; at most 128; not starting with `.` or `-`)",
+            shown(tag)
+        ))
+    }
+}
+
+fn check_digest(digest: &str) -> Result<(), String> {
+    let bad = || {
+        Err(format!(
+            "`{}` is not a digest (algorithm:hex)",
+            shown(digest)
+        ))
+    };
+    let Some((algorithm, hex)) = digest.split_once(':') else {
+        return bad();
+    };
+    let algorithm_ok = algorithm.split(['+', '.', '-', '_']).all(|part| {
+        part.starts_with(|c: char| c.is_ascii_alphabetic())
+            && part.chars().all(|c| c.is_ascii_alphanumeric())
+    });
+    if !algorithm_ok || hex.len() < 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return bad();
+    }
+    Ok(())
+}
+
+/// Why an IPv4 network cannot be a cluster subnet: the whole internet, or a range that is
+/// not unicast host space (this-network, loopback, link-local, multicast, reserved).
+pub fn subnet_range_problem(addr: Ipv4Addr, prefix: u8) -> Option<&'static str> {
+    let first = addr.octets()[0];
+    if prefix < 8 {
+        return Some("is larger than a /8; a cluster subnet this large would overlap other networks (0.0.0.0/0 is the whole internet)");
+    }
+    if first == 0 {
+        return Some("is in 0.0.0.0/8, which means \"this network\"");
+    }
+    if addr.is_loopback() {
+        return Some("is in the loopback range 127.0.0.0/8");
+    }
+    if addr.is_link_local() {
+        return Some("is in the link-local range 169.254.0.0/16");
+    }
+    if addr.is_multicast() {
+        return Some("is in the multicast range 224.0.0.0/4");
+    }
+    if first >= 240 {
+        return Some("is in the reserved range 240.0.0.0/4");
+    }
+    None
+}
+
+/// Addresses a subnet of this prefix gives to servers: all but the network and broadcast
+/// addresses, the gateway and the DHCP port Neutron takes.
+pub fn subnet_server_capacity(prefix: u8) -> u64 {
+    let size = 1u64 << (32 - u32::from(prefix.min(32)));
+    size.saturating_sub(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_shortens_and_escapes() {
+        assert_eq!(shown("demo"), "demo");
+        assert_eq!(shown("a\nb\u{1b}[31m"), "a\\nb\\u{1b}[31m");
+        assert_eq!(shown("it's \"x\""), "it's \"x\"");
+        let huge = "a".repeat(5 * 1024 * 1024);
+        let s = shown(&huge);
+        assert!(s.len() < 100, "{s}");
+        assert!(s.ends_with("… (5242880 bytes)"), "{s}");
+        // Right-to-left override and zero-width characters are made visible.
+        assert_eq!(shown("a\u{202e}b\u{200b}"), "a\\u{202e}b\\u{200b}");
+    }
+
+    #[test]
+    fn shown_message_keeps_both_ends() {
+        let m = format!(
+            "invalid type: string \"{}\", expected u32",
+            "x".repeat(10_000)
+        );
+        let s = shown_message(&m, 200);
+        assert!(s.chars().count() <= 201, "{s}");
+        assert!(s.starts_with("invalid type"), "{s}");
+        assert!(s.ends_with("expected u32"), "{s}");
+        assert_eq!(shown_message("a\nb", 200), "a\\nb");
+    }
+
+    #[test]
+    fn cluster_names() {
+        for ok in ["demo", "a", "a1-b2", &"a".repeat(40)] {
+            assert!(ClusterName::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "/tmp/x",
+            "a/../b",
+            "../a",
+            "a/b",
+            "-rf",
+            "a-",
+            "Demo",
+            "1abc",
+            "a b",
+            "a;b",
+            "$(touch /tmp/x)",
+            "a`id`",
+            "a\nb",
+            "a\u{1b}[31m",
+            "dеmo", // Cyrillic е
+            "ｄemo",
+            "a_b",
+            "a.b",
+            &"a".repeat(41),
+        ] {
+            let e = ClusterName::parse(bad).unwrap_err().to_string();
+            assert!(!e.contains('\n') && !e.contains('\u{1b}'), "{e:?}");
+        }
+        let huge = format!("a{}", "b".repeat(5 * 1024 * 1024));
+        assert!(ClusterName::parse(&huge).unwrap_err().0.len() < 200);
+    }
+
+    #[test]
+    fn longest_name_fits_host_names_and_tags() {
+        let name = "a".repeat(CLUSTER_NAME_MAX);
+        let worker = crate::plan::Names(&name).worker(u32::MAX);
+        assert!(worker.len() <= 63, "{worker}");
+        assert!(crate::provider::openstack::tag(&name).len() <= 60);
+    }
+
+    #[test]
+    fn image_references() {
+        for ok in [
+            "hvd-cluster/horovod:tf2.12.1-hvd0.28.1",
+            "horovod/horovod:0.28.1",
+            "ubuntu",
+            "registry.example.org:5000/team/img:v1",
+            "localhost/img",
+            "localhost:5000/a__b/c---d:latest",
+            "[::1]:5000/img:1",
+            "img@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "img:1@sha256:0123456789abcdef0123456789abcdef",
+        ] {
+            assert!(
+                check_image_reference(ok).is_ok(),
+                "{ok}: {:?}",
+                check_image_reference(ok)
+            );
+        }
+        for bad in [
+            "",
+            "img; touch /tmp/x",
+            "img$(touch /tmp/x)",
+            "img`id`",
+            "--privileged",
+            "-v/:/host",
+            "Img",
+            "img:",
+            "img:-x",
+            "img name",
+            "img\nrm",
+            "a/{{ x }}",
+            "img@sha256:short",
+            "a//b",
+            "a/-b",
+            "a/b_",
+            "a...b",
+            "a___b",
+            "http://x/y",
+            "'img'",
+        ] {
+            assert!(check_image_reference(bad).is_err(), "{bad:?} passed");
+        }
+    }
+
+    #[test]
+    fn login_and_interface_names() {
+        assert!(check_login_name("debian").is_ok());
+        assert!(check_login_name("_svc-1").is_ok());
+        for bad in [
+            "",
+            "-oProxyCommand=x",
+            "root;id",
+            "Debian",
+            "a b",
+            &"a".repeat(33),
+        ] {
+            assert!(check_login_name(bad).is_err(), "{bad}");
+        }
+        for ok in [
+            "eth0",
+            "ens3",
+            "enp0s31f6",
+            "br-1a2b",
+            "eth0.100",
+            "veth@if5",
+        ] {
+            assert!(check_interface_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "eth0;id",
+            "a b",
+            "-x",
+            "..",
+            "averyveryverylongname",
+            "e/0",
+        ] {
+            assert!(check_interface_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn subnet_rules() {
+        let a = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        assert!(subnet_range_problem(a("0.0.0.0"), 0).is_some());
+        assert!(subnet_range_problem(a("127.0.0.0"), 8).is_some());
+        assert!(subnet_range_problem(a("169.254.0.0"), 16).is_some());
+        assert!(subnet_range_problem(a("224.0.0.0"), 8).is_some());
+        assert!(subnet_range_problem(a("10.42.0.0"), 24).is_none());
+        assert_eq!(subnet_server_capacity(24), 252);
+        assert_eq!(subnet_server_capacity(30), 0);
+        assert_eq!(subnet_server_capacity(32), 0);
+    }
+}
