@@ -345,12 +345,24 @@ impl Names<'_> {
     pub fn volume_attachment(&self) -> String {
         format!("{}-shared-volume-attachment", self.0)
     }
-    /// The worker number in a name like `demo-worker-7`.
+    /// The worker number in a name like `demo-worker-7`. Only the exact spelling this cluster
+    /// gives counts (`demo-worker-07` or `demo-worker-+7` are someone else's names).
     pub fn worker_index(&self, name: &str) -> Option<u32> {
-        name.strip_prefix(self.0)?
+        let index: u32 = name
+            .strip_prefix(self.0)?
             .strip_prefix("-worker-")?
             .parse()
-            .ok()
+            .ok()?;
+        (self.worker(index) == name).then_some(index)
+    }
+    /// The role a server's name gives it by the naming rule (`<cluster>-master`,
+    /// `<cluster>-worker-<n>`); `None` for a name this cluster never gives.
+    pub fn node_role(&self, name: &str) -> Option<Role> {
+        if name == self.master() {
+            Some(Role::Master)
+        } else {
+            self.worker_index(name).map(|_| Role::Worker)
+        }
     }
 }
 
@@ -815,6 +827,27 @@ impl fmt::Display for Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_roles_follow_the_naming_rule_exactly() {
+        let n = Names("demo");
+        assert_eq!(n.node_role("demo-master"), Some(Role::Master));
+        assert_eq!(n.node_role("demo-worker-12"), Some(Role::Worker));
+        assert_eq!(n.worker_index("demo-worker-12"), Some(12));
+        for foreign in [
+            "demo-worker-07",
+            "demo-worker-+7",
+            "demo-worker-",
+            "demo-worker-1 ",
+            "demo-master-1",
+            "demo-workers-1",
+            "other-master",
+            "demo-worker-99999999999",
+            "demo-worker-1\nHost *",
+        ] {
+            assert_eq!(n.node_role(foreign), None, "{foreign:?}");
+        }
+    }
     use crate::profile;
     use std::path::Path;
 

@@ -12,6 +12,7 @@ use tokio::process::Command;
 
 use crate::apply::{Provider, ProviderError};
 use crate::plan::{Desired, Health, Kind, Names, Observed, Role, Spec};
+use crate::provider::Screen;
 use crate::state::Node;
 
 pub const LABEL: &str = "hvd-cluster";
@@ -20,6 +21,8 @@ pub const NODE_IMAGE: &str = "hvd-cluster/node:bookworm";
 
 pub struct LocalProvider {
     public_key: Option<String>,
+    /// Checks container names and addresses in every reply (see [`Screen`]).
+    screen: Screen,
     /// Docker options that make a node able to run its own Docker engine.
     node_security: Vec<String>,
 }
@@ -81,6 +84,7 @@ impl LocalProvider {
             })?;
         Ok(LocalProvider {
             public_key: None,
+            screen: Screen::default(),
             node_security: vec![],
         })
     }
@@ -153,31 +157,27 @@ impl LocalProvider {
         let net = Names(cluster).network();
         let mut nodes = Vec::new();
         for c in self.containers(cluster).await? {
-            let format = format!("{{{{(index .NetworkSettings.Networks \"{net}\").IPAddress}}}} {{{{index .Config.Labels \"hvd-role\"}}}}");
+            // Only containers with a name this cluster gives are asked for their address.
+            if self.screen.server_role(cluster, &c.names).is_none() {
+                continue;
+            }
+            let format = format!("{{{{(index .NetworkSettings.Networks \"{net}\").IPAddress}}}}");
             let out = docker(&["inspect", "-f", &format, &c.id]).await?;
-            let mut parts = out.split_whitespace();
-            let ip = parts
-                .next()
-                .map(str::to_string)
-                .filter(|s| !s.is_empty() && s != "<no");
-            let role = parts.next().unwrap_or("worker").to_string();
+            // Not on the cluster network (yet): docker prints `<no value>` or nothing.
+            let ip =
+                Some(out.trim().to_string()).filter(|s| !s.is_empty() && !s.starts_with("<no"));
             nodes.push(Node {
                 name: c.names.clone(),
-                role,
-                private_ip: ip.clone(),
+                // The screen below gives the role by the name, not by a label.
+                role: String::new(),
+                private_ip: ip,
                 public_ip: None,
                 slots: 1,
                 gpus: 0,
                 in_discovery: None,
             });
         }
-        nodes.sort_by_key(|n| {
-            (
-                n.role != "master",
-                Names(cluster).worker_index(&n.name).unwrap_or(0),
-            )
-        });
-        Ok(nodes)
+        Ok(self.screen.nodes(cluster, nodes))
     }
 
     /// The 127.0.0.1 address Jupyter on the master is published at.
@@ -300,24 +300,26 @@ impl Provider for LocalProvider {
                     })
                     .collect())
             }
-            Kind::Server => Ok(self
-                .containers(cluster)
-                .await?
-                .into_iter()
-                .map(|c| {
-                    let health = match c.state.as_str() {
-                        "running" => Health::Ready,
-                        "created" | "restarting" => Health::Pending,
-                        other => Health::Failed(format!("container {other}: {}", c.status)),
-                    };
-                    Observed {
-                        kind,
-                        name: c.names,
-                        id: c.id,
-                        health,
-                    }
-                })
-                .collect()),
+            Kind::Server => Ok(self.screen.observed(
+                cluster,
+                self.containers(cluster)
+                    .await?
+                    .into_iter()
+                    .map(|c| {
+                        let health = match c.state.as_str() {
+                            "running" => Health::Ready,
+                            "created" | "restarting" => Health::Pending,
+                            other => Health::Failed(format!("container {other}: {}", c.status)),
+                        };
+                        Observed {
+                            kind,
+                            name: c.names,
+                            id: c.id,
+                            health,
+                        }
+                    })
+                    .collect(),
+            )),
             _ => Ok(vec![]),
         }
     }

@@ -19,6 +19,7 @@ use crate::openstack::{
 };
 use crate::plan::{FlavorSize, Health, Kind, Names, Observed, Quota, RuleSource, Spec};
 use crate::profile::{nearest, Profile};
+use crate::provider::Screen;
 use crate::state::Node;
 
 /// The tag (Nova, Neutron) and metadata key (Nova, Manila, Cinder) that mark a cluster's resources.
@@ -40,6 +41,8 @@ pub struct OpenStackProvider {
     os: OpenStack,
     resolved: Resolved,
     public_key: Option<Arc<str>>,
+    /// Checks server names and addresses in every reply (see [`Screen`]).
+    screen: Screen,
 }
 
 impl From<OpenStackError> for ProviderError {
@@ -76,6 +79,7 @@ impl OpenStackProvider {
             os,
             resolved: Resolved::default(),
             public_key: None,
+            screen: Screen::default(),
         })
     }
 
@@ -276,7 +280,7 @@ impl OpenStackProvider {
             .network()
             .list_floating_ips(&Query::new().tags(&[tag(cluster)]))
             .await?;
-        let mut nodes: Vec<Node> = servers
+        let nodes: Vec<Node> = servers
             .iter()
             .filter(|s| s.status != ServerStatus::Deleted)
             .map(|s| {
@@ -298,11 +302,8 @@ impl OpenStackProvider {
                     .unwrap_or(0);
                 Node {
                     name: s.name.clone().unwrap_or_default(),
-                    role: s
-                        .metadata
-                        .get("hvd-role")
-                        .cloned()
-                        .unwrap_or_else(|| "worker".into()),
+                    // The screen below gives the role by the name, not by metadata.
+                    role: String::new(),
                     private_ip,
                     public_ip,
                     slots: gpus.max(1),
@@ -311,8 +312,7 @@ impl OpenStackProvider {
                 }
             })
             .collect();
-        nodes.sort_by_key(|n| (n.role != "master", worker_number(&n.name)));
-        Ok(nodes)
+        Ok(self.screen.nodes(cluster, nodes))
     }
 
     async fn servers(&self, cluster: &str) -> Result<Vec<Server>, ProviderError> {
@@ -425,21 +425,27 @@ impl OpenStackProvider {
             | Kind::Router
             | Kind::SecurityGroup
             | Kind::FloatingIp => self.neutron_kind(cluster, kind).await,
-            Kind::Server => Ok(self
-                .servers(cluster)
-                .await?
-                .into_iter()
-                .filter(|s| {
-                    deleting
-                        || !matches!(s.status, ServerStatus::Deleted | ServerStatus::SoftDeleted)
-                })
-                .map(|s| Observed {
-                    kind,
-                    name: s.name.clone().unwrap_or_default(),
-                    health: server_health(&s),
-                    id: s.id,
-                })
-                .collect()),
+            Kind::Server => {
+                let servers = self
+                    .servers(cluster)
+                    .await?
+                    .into_iter()
+                    .filter(|s| {
+                        deleting
+                            || !matches!(
+                                s.status,
+                                ServerStatus::Deleted | ServerStatus::SoftDeleted
+                            )
+                    })
+                    .map(|s| Observed {
+                        kind,
+                        name: s.name.clone().unwrap_or_default(),
+                        health: server_health(&s),
+                        id: s.id,
+                    })
+                    .collect();
+                Ok(self.screen.observed(cluster, servers))
+            }
             Kind::Share => {
                 let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);
                 let shares = match self.os.share().list_shares(&meta).await {
@@ -930,13 +936,6 @@ fn not_found(what: &str, name: &str, available: &[&str]) -> ProviderError {
         what: format!("{what} `{}`", crate::input::shown(name)),
         detail,
     }
-}
-
-fn worker_number(name: &str) -> u32 {
-    name.rsplit('-')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// GPUs named in a flavor's extra specs: `pci_passthrough:alias` ("a100:2,t4:1"),
