@@ -45,6 +45,8 @@ pub struct NodeSession {
     pub ssh: Ssh,
     /// The interface holding the node's private address (for Gloo / NCCL), never docker0.
     pub iface: String,
+    /// The node's name and private address, checked, for the hostfile and discovery.
+    pub host: HostSlots,
 }
 
 /// Writes the cluster's ssh_config (master by its public address when it has one, workers
@@ -120,15 +122,18 @@ async fn connect_one(
     })
     .await?;
     bar.set_message("connected");
-    let ip = node.private_ip.clone().unwrap_or_default();
-    // The cloud's answer reaches shell commands and the hostfile: it must be an address.
-    if ip.parse::<std::net::IpAddr>().is_err() {
+    let given = node.private_ip.clone().unwrap_or_default();
+    // The cloud's answer reaches shell commands and the hostfile: it must be an address
+    // (checked where it entered too; this is the last gate before it is used).
+    let Ok(ip) = given.parse::<std::net::IpAddr>() else {
         return Err(BootstrapError::Other(format!(
             "{}: the cloud gave `{}` as its private address",
-            node.name,
-            crate::input::shown(&ip)
+            crate::input::shown(&node.name),
+            crate::input::shown(&given)
         )));
-    }
+    };
+    let host = HostSlots::new(&node.name, ip, node.slots)
+        .map_err(|e| BootstrapError::Other(format!("a node from the cloud: {e}")))?;
     // The interface that holds the private address, as Gloo and NCCL need its name.
     let iface = ssh
         .run(&format!("ip -o -4 addr show | awk '{{ split($4, a, \"/\"); if (a[1] == \"{ip}\") print $2 }}' | head -n1"))
@@ -149,6 +154,7 @@ async fn connect_one(
         node: node.clone(),
         ssh,
         iface,
+        host,
     })
 }
 
@@ -189,14 +195,7 @@ pub struct Inputs<'a> {
 
 /// The Horovod hosts: every node, master first, with its slots.
 pub fn host_slots(sessions: &[NodeSession]) -> Vec<HostSlots> {
-    sessions
-        .iter()
-        .map(|s| HostSlots {
-            name: s.node.name.clone(),
-            address: s.node.private_ip.clone().unwrap_or_default(),
-            slots: s.node.slots.max(1),
-        })
-        .collect()
+    sessions.iter().map(|s| s.host.clone()).collect()
 }
 
 #[derive(Serialize)]

@@ -50,7 +50,7 @@ pub fn horovodrun_args(
     elastic: Option<(u32, u32)>,
 ) -> Vec<String> {
     let hosts = host_slots(sessions);
-    let slots: u32 = hosts.iter().map(|h| h.slots).sum();
+    let slots: u32 = hosts.iter().map(|h| h.slots()).sum();
     let mut ifaces: Vec<String> = sessions
         .iter()
         .map(|s| s.iface.clone())
@@ -240,7 +240,7 @@ pub async fn run(
             ),
         ));
     }
-    let expected: u32 = host_slots(sessions).iter().map(|h| h.slots).sum();
+    let expected: u32 = host_slots(sessions).iter().map(|h| h.slots()).sum();
     let joined: BTreeSet<String> = ranks.iter().map(|r| r.1.clone()).collect();
     let missing: Vec<&str> = sessions
         .iter()

@@ -327,15 +327,26 @@ async fn drain_leaving_workers(
         Duration::from_secs(60),
     )
     .await?;
+    // From the state file: checked again, like anything read from outside.
     let staying: Vec<HostSlots> = known
         .iter()
         .filter(|n| n.role != "master" && !leaving.contains(&n.name.as_str()))
-        .map(|n| HostSlots {
-            name: n.name.clone(),
-            address: n.private_ip.clone().unwrap_or_default(),
-            slots: n.slots.max(1),
+        .map(|n| {
+            let ip = n
+                .private_ip
+                .as_deref()
+                .and_then(|ip| ip.parse().ok())
+                .ok_or_else(|| {
+                    Error::Runtime(format!(
+                        "{}: the saved node {} has no valid private address",
+                        dir.state_file().display(),
+                        input::shown(&n.name)
+                    ))
+                })?;
+            HostSlots::new(&n.name, ip, n.slots)
+                .map_err(|e| Error::Runtime(format!("{}: {e}", dir.state_file().display())))
         })
-        .collect();
+        .collect::<Result<_, _>>()?;
     bootstrap::write_discovery(&sessions[0], &staying).await?;
     ctx.progress.line(format!(
         "dropped {} from elastic discovery; giving running jobs {}s to let them go",

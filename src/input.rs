@@ -178,6 +178,27 @@ pub fn check_login_name(value: &str) -> Result<(), Refused> {
     }
 }
 
+/// A host name label (RFC 1123): 1-63 lowercase letters, digits and dashes, not starting or
+/// ending with a dash. Every node name is one (`<cluster>-worker-<n>`); it reaches ssh_config
+/// `Host` lines, the hostfile and the elastic discovery file, where nothing else may pass.
+pub fn check_host_label(value: &str) -> Result<(), Refused> {
+    let ok = !value.is_empty()
+        && value.len() <= 63
+        && !value.starts_with('-')
+        && !value.ends_with('-')
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Refused(format!(
+            "`{}` is not a host name (1-63 lowercase letters, digits and dashes)",
+            shown(value)
+        )))
+    }
+}
+
 /// A network interface name as Linux allows it (at most 15 bytes, no `/`, `:`, whitespace),
 /// narrowed to the characters real ones use. It reaches `ip ... dev IFACE` and horovodrun.
 pub fn check_interface_name(value: &str) -> Result<(), Refused> {
@@ -566,6 +587,27 @@ mod tests {
             "e/0",
         ] {
             assert!(check_interface_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn host_labels() {
+        for ok in ["c-master", "demo-worker-12", &"a".repeat(63)] {
+            assert!(check_host_label(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-x",
+            "x-",
+            "C-master",
+            "a b",
+            "a\nHost *",
+            "a:1",
+            "a.b",
+            "a\"b",
+            &"a".repeat(64),
+        ] {
+            assert!(check_host_label(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -2,10 +2,12 @@
 //! Pure: values in, text out.
 
 use std::borrow::Cow;
+use std::net::IpAddr;
 
 use serde::Serialize;
 use tera::{Context, Kwargs, State, Tera, Value};
 
+use crate::input::{check_host_label, shown, Refused};
 use crate::ssh::error_chain;
 
 /// (name, text) of every template shipped in `templates/`.
@@ -67,12 +69,35 @@ pub struct RenderError {
     pub detail: String,
 }
 
-/// A host as the collective runtime sees it.
+/// A host as the collective runtime sees it. Valid by construction (see [`HostSlots::new`]):
+/// the hostfile, the discovery file and the nodes' ssh_config lines are written only from
+/// these, so no path can put an unchecked name or address into them.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct HostSlots {
-    pub name: String,
-    pub address: String,
-    pub slots: u32,
+    name: String,
+    address: IpAddr,
+    slots: u32,
+}
+
+impl HostSlots {
+    /// The name must be a host name label; the address is an IP address by its type.
+    pub fn new(name: &str, address: IpAddr, slots: u32) -> Result<HostSlots, Refused> {
+        check_host_label(name)?;
+        Ok(HostSlots {
+            name: name.to_string(),
+            address,
+            slots: slots.max(1),
+        })
+    }
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn address(&self) -> IpAddr {
+        self.address
+    }
+    pub fn slots(&self) -> u32 {
+        self.slots
+    }
 }
 
 pub struct Renderer {
@@ -90,6 +115,13 @@ impl Renderer {
         tera.register_filter("yaml_str", |v: Cow<'_, str>, _: Kwargs, _: &State| {
             // A JSON string is a valid YAML double-quoted scalar, escapes included.
             serde_json::Value::String(v.into_owned()).to_string()
+        });
+        // Addresses in the hostfile: checked as IPs before they get here (HostSlots holds an
+        // IpAddr); the filter makes a template fail rather than write anything else.
+        tera.register_filter("ip", |v: Cow<'_, str>, _: Kwargs, _: &State| {
+            v.parse::<IpAddr>()
+                .map(|ip| ip.to_string())
+                .map_err(|_| tera::Error::message(format!("`{}` is not an IP address", shown(&v))))
         });
         tera.register_filter("json", |v: Value, _: Kwargs, _: &State| {
             serde_json::to_string(&v).unwrap_or_else(|_| "null".to_string())
@@ -152,7 +184,7 @@ pub fn discovery_lines(hosts: &[HostSlots]) -> String {
 /// containers can use the names discovery prints without any DNS.
 pub fn ssh_host_names(hosts: &[HostSlots]) -> String {
     let mut out = String::from("# written by hvd-cluster: node name -> address\n");
-    for h in hosts.iter().filter(|h| !h.address.is_empty()) {
+    for h in hosts {
         out.push_str(&format!("Host {}\n    HostName {}\n", h.name, h.address));
     }
     out
@@ -164,18 +196,33 @@ mod tests {
     use serde_json::json;
 
     fn hosts() -> Vec<HostSlots> {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         vec![
-            HostSlots {
-                name: "c-master".into(),
-                address: "10.0.0.2".into(),
-                slots: 1,
-            },
-            HostSlots {
-                name: "c-worker-1".into(),
-                address: "10.0.0.3".into(),
-                slots: 2,
-            },
+            HostSlots::new("c-master", ip("10.0.0.2"), 1).unwrap(),
+            HostSlots::new("c-worker-1", ip("10.0.0.3"), 2).unwrap(),
         ]
+    }
+
+    #[test]
+    fn hosts_hold_only_host_names_and_addresses() {
+        let ip = "10.0.0.2".parse::<IpAddr>().unwrap();
+        for bad in [
+            "c-worker-1\n  ProxyCommand id",
+            "x\nHost *",
+            "",
+            "c worker",
+            "C-1",
+        ] {
+            assert!(HostSlots::new(bad, ip, 1).is_err(), "{bad:?}");
+        }
+        // The template refuses a value that is not an address, whatever path brought it.
+        let r = Renderer::new().unwrap();
+        let forged = json!({"hosts": [{"name": "c-master", "address": "10.0.0.2 slots=99\nevil", "slots": 1}]});
+        let e = r.render("hostfile", &forged).unwrap_err();
+        assert!(e.to_string().contains("not an IP address"), "{e}");
+        assert!(!e.to_string().contains("\nevil"), "the value is shown escaped: {e}");
+        let v6 = HostSlots::new("c-master", "fd00::2".parse().unwrap(), 1).unwrap();
+        assert_eq!(r.hostfile(&[v6]).unwrap(), "fd00::2 slots=1\n");
     }
 
     #[test]
