@@ -80,7 +80,7 @@ pub fn write_ssh_config(
     let path = ssh::config_path(&dir.path);
     crate::state::write_atomic(
         &path,
-        ssh::render_config(&dir.path, &hosts).as_bytes(),
+        ssh::render_config(&dir.path, &hosts)?.as_bytes(),
         0o600,
     )?;
     Ok(path)

@@ -220,7 +220,10 @@ mod tests {
         let forged = json!({"hosts": [{"name": "c-master", "address": "10.0.0.2 slots=99\nevil", "slots": 1}]});
         let e = r.render("hostfile", &forged).unwrap_err();
         assert!(e.to_string().contains("not an IP address"), "{e}");
-        assert!(!e.to_string().contains("\nevil"), "the value is shown escaped: {e}");
+        assert!(
+            !e.to_string().contains("\nevil"),
+            "the value is shown escaped: {e}"
+        );
         let v6 = HostSlots::new("c-master", "fd00::2".parse().unwrap(), 1).unwrap();
         assert_eq!(r.hostfile(&[v6]).unwrap(), "fd00::2 slots=1\n");
     }

@@ -26,6 +26,8 @@ pub enum SshError {
         code: String,
         stderr: String,
     },
+    #[error("cannot write the cluster's ssh_config: {0}")]
+    Config(String),
     #[error("{node}: {what}: {source}")]
     Io {
         node: String,
@@ -46,19 +48,32 @@ pub struct Host {
 }
 
 /// The cluster's ssh_config text. `dir` holds the key and the known-hosts file.
-pub fn render_config(dir: &Path, hosts: &[Host]) -> String {
+///
+/// Every value is checked or quoted for ssh_config, which reads a line as words: host names
+/// and the login name by their grammars, addresses as IPs, paths in double quotes (see
+/// [`config_path_word`]). A value that cannot be written safely is an error, never a line
+/// that could start another option.
+pub fn render_config(dir: &Path, hosts: &[Host]) -> Result<String, SshError> {
+    let refused = |e: crate::input::Refused| SshError::Config(e.0);
+    let identity = config_path_word(&dir.join("id_ed25519"))?;
+    let known_hosts = config_path_word(&dir.join("known_hosts"))?;
     let mut out = String::from("# Written by hvd-cluster; regenerated on every command.\n");
     for h in hosts {
+        crate::input::check_host_label(&h.alias).map_err(refused)?;
+        crate::input::check_login_name(&h.user).map_err(refused)?;
+        let address: std::net::IpAddr = h.address.parse().map_err(|_| {
+            SshError::Config(format!(
+                "`{}` (the address of {}) is not an IP address",
+                crate::input::shown(&h.address),
+                h.alias
+            ))
+        })?;
         let _ = writeln!(out, "Host {}", h.alias);
-        let _ = writeln!(out, "  HostName {}", h.address);
+        let _ = writeln!(out, "  HostName {address}");
         let _ = writeln!(out, "  User {}", h.user);
-        let _ = writeln!(out, "  IdentityFile {}", dir.join("id_ed25519").display());
+        let _ = writeln!(out, "  IdentityFile {identity}");
         let _ = writeln!(out, "  IdentitiesOnly yes");
-        let _ = writeln!(
-            out,
-            "  UserKnownHostsFile {}",
-            dir.join("known_hosts").display()
-        );
+        let _ = writeln!(out, "  UserKnownHostsFile {known_hosts}");
         // A new server's host key is learnt on first contact, then pinned in known_hosts under
         // the node's name: workers are never renamed, and an address a deleted worker had may
         // come back on its replacement.
@@ -70,10 +85,51 @@ pub fn render_config(dir: &Path, hosts: &[Host]) -> String {
         let _ = writeln!(out, "  ServerAliveInterval 15");
         let _ = writeln!(out, "  LogLevel ERROR");
         if let Some(jump) = &h.jump {
+            crate::input::check_host_label(jump).map_err(refused)?;
             let _ = writeln!(out, "  ProxyJump {jump}");
         }
     }
-    out
+    Ok(out)
+}
+
+/// A file path as one ssh_config word: made absolute (ssh reads a relative IdentityFile from
+/// the home folder), `%` doubled (ssh expands `%d`, `%h`... in these paths), and in double
+/// quotes so spaces stay inside it. ssh_config has no portable escape for `"` or `\`, and a
+/// line break would end the option, so a path holding one of those, any other control
+/// character, or `${` (expanded as an environment variable) is refused.
+pub fn config_path_word(path: &Path) -> Result<String, SshError> {
+    let absolute = std::path::absolute(path).map_err(|e| {
+        SshError::Config(format!(
+            "cannot make {} absolute: {e}",
+            crate::input::shown(&path.to_string_lossy())
+        ))
+    })?;
+    let text = absolute.to_str().ok_or_else(|| {
+        SshError::Config(format!(
+            "the path {} is not UTF-8",
+            crate::input::shown(&absolute.to_string_lossy())
+        ))
+    })?;
+    let bad = if text.contains('"') {
+        Some("a double quote (`\"`)")
+    } else if text.contains('\\') {
+        Some("a backslash")
+    } else if text.contains(['\n', '\r']) {
+        Some("a line break")
+    } else if text.chars().any(char::is_control) {
+        Some("a control character")
+    } else if text.contains("${") {
+        Some("`${`, which ssh expands as an environment variable")
+    } else {
+        None
+    };
+    if let Some(bad) = bad {
+        return Err(SshError::Config(format!(
+            "the path `{}` holds {bad}, which ssh_config cannot carry; choose a --state-dir (or HVD_CLUSTER_STATE_DIR) without it",
+            crate::input::shown(text)
+        )));
+    }
+    Ok(format!("\"{}\"", text.replace('%', "%%")))
 }
 
 /// Words a user can act on, from ssh's own error text.
@@ -117,7 +173,13 @@ impl Ssh {
         b.config_file(config)
             .known_hosts_check(KnownHosts::Add)
             .connect_timeout(Duration::from_secs(10));
-        if let Some(dir) = config.parent() {
+        // The control socket lives beside the config, unless the path holds `%`: ssh expands
+        // tokens in the socket path (`-S`) and the crate cannot escape them; the crate's own
+        // default folder is used then.
+        if let Some(dir) = config
+            .parent()
+            .filter(|d| !d.to_string_lossy().contains('%'))
+        {
             b.control_directory(dir);
         }
         match b.connect_mux(node).await {
@@ -321,9 +383,8 @@ pub fn config_path(cluster_dir: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
-    #[test]
-    fn config_routes_workers_through_the_master() {
-        let hosts = [
+    fn hosts() -> Vec<Host> {
+        vec![
             Host {
                 alias: "c-master".into(),
                 address: "203.0.113.5".into(),
@@ -336,10 +397,14 @@ mod tests {
                 user: "debian".into(),
                 jump: Some("c-master".into()),
             },
-        ];
-        let text = render_config(Path::new("/state/c"), &hosts);
-        assert!(text.contains("Host c-master\n  HostName 203.0.113.5\n  User debian\n  IdentityFile /state/c/id_ed25519"));
-        assert!(text.contains("UserKnownHostsFile /state/c/known_hosts"));
+        ]
+    }
+
+    #[test]
+    fn config_routes_workers_through_the_master() {
+        let text = render_config(Path::new("/state/c"), &hosts()).unwrap();
+        assert!(text.contains("Host c-master\n  HostName 203.0.113.5\n  User debian\n  IdentityFile \"/state/c/id_ed25519\""), "{text}");
+        assert!(text.contains("UserKnownHostsFile \"/state/c/known_hosts\""));
         let worker = text.split("Host c-worker-1").nth(1).unwrap();
         assert!(worker.contains("ProxyJump c-master"));
         assert!(!text
@@ -347,6 +412,93 @@ mod tests {
             .next()
             .unwrap()
             .contains("ProxyJump"));
+    }
+
+    #[test]
+    fn config_paths_are_quoted_for_ssh_config() {
+        let state = tempfile::tempdir().unwrap();
+        let dir = state.path().join("my state %d #1").join("c");
+        let text = render_config(&dir, &hosts()).unwrap();
+        let shown = dir.display().to_string().replace('%', "%%");
+        assert!(
+            text.contains(&format!("  IdentityFile \"{shown}/id_ed25519\"\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("  UserKnownHostsFile \"{shown}/known_hosts\"\n")),
+            "{text}"
+        );
+        // ssh itself reads the paths back whole, spaces, `%` and `#` included.
+        let config = state.path().join("ssh_config");
+        std::fs::write(&config, &text).unwrap();
+        let out = std::process::Command::new("ssh")
+            .arg("-G")
+            .arg("-F")
+            .arg(&config)
+            .arg("c-worker-1")
+            .output()
+            .expect("ssh (openssh-client) is installed");
+        let resolved = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{resolved}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // `ssh -G` prints IdentityFile before expanding `%` tokens (it expands them when it
+        // loads the key, with the same code that expanded UserKnownHostsFile below).
+        assert!(
+            resolved.contains(&format!("identityfile {shown}/id_ed25519\n")),
+            "{resolved}"
+        );
+        assert!(
+            resolved.contains(&format!(
+                "userknownhostsfile {}/known_hosts\n",
+                dir.display()
+            )),
+            "{resolved}"
+        );
+        assert!(resolved.contains("hostname 10.42.0.7\n"), "{resolved}");
+        assert!(resolved.contains("proxyjump c-master\n"), "{resolved}");
+
+        // A relative folder becomes absolute (ssh would read it from the home folder).
+        let relative = render_config(Path::new("rel/c"), &hosts()).unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert!(
+            relative.contains(&format!(
+                "IdentityFile \"{}/rel/c/id_ed25519\"",
+                cwd.display()
+            )),
+            "{relative}"
+        );
+    }
+
+    #[test]
+    fn config_refuses_what_it_cannot_carry() {
+        for dir in [
+            "/state/a\"b/c",
+            "/state/a\nProxyCommand touch x/c",
+            "/state/a\\b/c",
+            "/state/${HOME}/c",
+            "/state/a\u{1b}[2J/c",
+        ] {
+            let e = render_config(Path::new(dir), &hosts())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("cannot carry") && e.contains("--state-dir"),
+                "{e}"
+            );
+            assert!(!e.contains('\n') && !e.contains('\u{1b}'), "{e:?}");
+        }
+        let with = |f: &dyn Fn(&mut Host)| {
+            let mut h = hosts();
+            f(&mut h[1]);
+            render_config(Path::new("/state/c"), &h)
+        };
+        assert!(with(&|h| h.alias = "c-worker-1\n  ProxyCommand id".into()).is_err());
+        assert!(with(&|h| h.jump = Some("x -oProxyCommand=id".into())).is_err());
+        assert!(with(&|h| h.address = "10.0.0.1 -oProxyCommand=id".into()).is_err());
+        assert!(with(&|h| h.user = "root\nHost *".into()).is_err());
     }
 
     #[test]
