@@ -198,7 +198,8 @@ struct PlanReport<'a> {
 
 pub async fn plan(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
     let p = profile::load(file)?;
-    let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
+    // `plan` only looks: a cluster not made yet gets no folder from it.
+    let dir = ClusterDir::look(&ctx.state_root, &p.name)?;
     let provider = connect(ctx, &p).await?;
     let (plan, shortfalls) = prepare(ctx, &p, &dir, &provider).await?;
     if json {
@@ -218,9 +219,18 @@ pub async fn plan(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
     Ok(if plan.is_noop() { 0 } else { PLAN_HAS_CHANGES })
 }
 
+/// The cluster folder's paths go into ssh_config: a state folder ssh_config cannot carry is
+/// bad input (exit 2), refused before anything is created.
+fn check_state_dir_for_ssh(ctx: &Context, cluster: &ClusterName) -> Result<(), String> {
+    ssh::config_path_word(&ctx.state_root.join(cluster.as_str()))
+        .map(drop)
+        .map_err(|e| format!("--state-dir: {e}"))
+}
+
 pub async fn up(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8, Error> {
     let started = std::time::Instant::now();
     let p = profile::load(file)?;
+    check_state_dir_for_ssh(ctx, &p.name).map_err(Error::Usage)?;
     let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
     let _lock = dir.lock()?;
     // Local nodes run the node image; a `build` image is made here and sent to the nodes.
@@ -337,16 +347,15 @@ async fn drain_leaving_workers(
                 .as_deref()
                 .and_then(|ip| ip.parse().ok())
                 .ok_or_else(|| {
-                    Error::Runtime(format!(
-                        "{}: the saved node {} has no valid private address",
-                        dir.state_file().display(),
+                    format!(
+                        "the saved node {} has no valid private address",
                         input::shown(&n.name)
-                    ))
+                    )
                 })?;
-            HostSlots::new(&n.name, ip, n.slots)
-                .map_err(|e| Error::Runtime(format!("{}: {e}", dir.state_file().display())))
+            HostSlots::new(&n.name, ip, n.slots).map_err(|e| e.to_string())
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, String>>()
+        .map_err(|e| Error::Runtime(format!("{}: {e}", dir.state_file().display())))?;
     bootstrap::write_discovery(&sessions[0], &staying).await?;
     ctx.progress.line(format!(
         "dropped {} from elastic discovery; giving running jobs {}s to let them go",
@@ -639,7 +648,9 @@ async fn existing_cluster(
     file: &Path,
 ) -> Result<(Profile, ClusterDir, AnyProvider, Vec<state::Node>), Error> {
     let p = profile::load(file)?;
-    let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
+    check_state_dir_for_ssh(ctx, &p.name).map_err(Error::Usage)?;
+    // Reaching the nodes needs the key kept in the folder: without one, say so, make none.
+    let dir = ClusterDir::look(&ctx.state_root, &p.name)?.required()?;
     let provider = match p.provider {
         ProviderKind::OpenStack => AnyProvider::OpenStack(
             OpenStackProvider::connect(
@@ -828,8 +839,7 @@ async fn open_target(
                 input::check_cloud_name(cloud)
                     .map_err(|e| Error::Usage(format!("--cloud: {e}")))?;
             }
-            let dir = ClusterDir::open(&ctx.state_root, &name)?;
-            let saved = dir.load()?;
+            let saved = ClusterDir::look(&ctx.state_root, &name)?.load()?;
             // Without state the cluster is looked for on OpenStack, unless it is a local one.
             let kind = saved.provider.unwrap_or(
                 if cloud.is_none()
@@ -845,7 +855,9 @@ async fn open_target(
             (name, kind, cloud.or(saved.cloud), None, None)
         }
     };
-    let dir = ClusterDir::open(&ctx.state_root, &name)?;
+    // `status` and `down` only look: a cluster with no folder here (made elsewhere, or
+    // already gone) gets none from them.
+    let dir = ClusterDir::look(&ctx.state_root, &name)?;
     let provider = match kind {
         ProviderKind::OpenStack => AnyProvider::OpenStack(
             OpenStackProvider::connect(cloud.as_deref(), region.as_deref(), interface.as_deref())
@@ -920,9 +932,15 @@ pub async fn status(ctx: &Context, target: Target, json: bool) -> Result<u8, Err
             let health = match &o.health {
                 Health::Ready => "ready".to_string(),
                 Health::Pending => "building".to_string(),
-                Health::Failed(why) => format!("FAILED: {why}"),
+                Health::Failed(why) => format!("FAILED: {}", input::shown_message(why, 300)),
             };
-            println!("  {:<18} {:<28} {:<38} {health}", o.kind, o.name, o.id);
+            // Names, ids and fault messages are the cloud's words: escaped for the terminal.
+            println!(
+                "  {:<18} {:<28} {:<38} {health}",
+                o.kind,
+                input::shown(&o.name),
+                input::shown(&o.id)
+            );
         }
         for n in &nodes {
             let elastic = match n.in_discovery {
@@ -964,7 +982,7 @@ pub async fn down(ctx: &Context, target: Target) -> Result<u8, Error> {
     if !left.is_empty() {
         let names: Vec<String> = left
             .iter()
-            .map(|o| format!("{} {}", o.kind, o.name))
+            .map(|o| format!("{} {}", o.kind, input::shown(&o.name)))
             .collect();
         return Err(Error::Runtime(format!(
             "still present after delete: {}",

@@ -33,6 +33,8 @@ pub enum StateError {
     Locked { cluster: String, holder: String },
     #[error("{path} is not a plain folder (it is a symbolic link or a file); hvd-cluster only changes or deletes folders it made itself under the state folder")]
     NotAFolder { path: PathBuf },
+    #[error("cluster `{cluster}` has no folder on this machine ({path}); its SSH key is kept there: run `hvd-cluster up` with its profile here first")]
+    NoFolder { cluster: String, path: PathBuf },
     #[error("ssh-keygen failed to make the cluster key at {path}: {detail}")]
     Keygen { path: PathBuf, detail: String },
 }
@@ -109,6 +111,9 @@ pub fn default_root() -> PathBuf {
 pub struct ClusterDir {
     pub path: PathBuf,
     pub cluster: String,
+    /// False when a read-only look found no folder: then nothing is written or removed, so
+    /// looking at a cluster (`status`, `plan`, `down` of one made elsewhere) leaves no trace.
+    on_disk: bool,
 }
 
 impl ClusterDir {
@@ -146,7 +151,43 @@ impl ClusterDir {
         Ok(ClusterDir {
             path,
             cluster: cluster.to_string(),
+            on_disk: true,
         })
+    }
+
+    /// `<root>/<cluster>` for commands that only read: never creates or changes it (nor the
+    /// root). A missing folder reads as empty state and every write to it is skipped; a
+    /// symbolic link or a file in its place is refused, as by [`ClusterDir::open`].
+    pub fn look(root: &Path, cluster: &ClusterName) -> Result<ClusterDir, StateError> {
+        let path = root.join(cluster.as_str());
+        let on_disk = match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_dir() => true,
+            Ok(_) => return Err(StateError::NotAFolder { path }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => return Err(io_err("cannot read", &path)(e)),
+        };
+        Ok(ClusterDir {
+            path,
+            cluster: cluster.to_string(),
+            on_disk,
+        })
+    }
+
+    /// Whether the folder existed when it was opened or looked at.
+    pub fn exists(&self) -> bool {
+        self.on_disk
+    }
+
+    /// The folder, required: commands that reach the nodes need the key kept in it.
+    pub fn required(self) -> Result<ClusterDir, StateError> {
+        if self.on_disk {
+            Ok(self)
+        } else {
+            Err(StateError::NoFolder {
+                cluster: self.cluster,
+                path: self.path,
+            })
+        }
     }
 
     pub fn state_file(&self) -> PathBuf {
@@ -180,6 +221,9 @@ impl ClusterDir {
 
     /// Replaces the state file atomically: a reader sees the old or the new file, never half.
     pub fn save(&self, state: &ClusterState) -> Result<(), StateError> {
+        if !self.on_disk {
+            return Ok(());
+        }
         let mut state = state.clone();
         state.updated_at = Some(chrono::Utc::now().to_rfc3339());
         let body = serde_json::to_vec_pretty(&state).map_err(|e| StateError::Io {
@@ -192,6 +236,10 @@ impl ClusterDir {
 
     /// Takes the cluster's lock for the life of the returned guard; fails at once if held.
     pub fn lock(&self) -> Result<LockGuard, StateError> {
+        if !self.on_disk {
+            // No folder, no state to guard; making one just for the lock would leave a trace.
+            return Ok(LockGuard { _file: None });
+        }
         let path = self.path.join("lock");
         let mut file = OpenOptions::new()
             .read(true)
@@ -222,7 +270,7 @@ impl ClusterDir {
         }
         file.set_len(0).map_err(io_err("cannot write", &path))?;
         write!(file, "{}", std::process::id()).map_err(io_err("cannot write", &path))?;
-        Ok(LockGuard { _file: file })
+        Ok(LockGuard { _file: Some(file) })
     }
 
     /// The cluster's SSH key pair, generated on first use; returns the public key line.
@@ -256,6 +304,9 @@ impl ClusterDir {
     /// Removes the folder after `down` (keys included: the nodes are gone). Only a real
     /// folder is removed: a symbolic link in its place is refused, never followed.
     pub fn remove(self) -> Result<(), StateError> {
+        if !self.on_disk {
+            return Ok(());
+        }
         match fs::symlink_metadata(&self.path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io_err("cannot read", &self.path)(e)),
@@ -275,7 +326,7 @@ impl ClusterDir {
 /// Holds the cluster lock until dropped (the OS releases it if the process dies).
 #[derive(Debug)]
 pub struct LockGuard {
-    _file: File,
+    _file: Option<File>,
 }
 
 /// Writes `body` to `path` through a temp file in the same folder, fsynced, then renamed.
@@ -324,9 +375,43 @@ mod tests {
         let dir = ClusterDir {
             path: root.path().join("demo"),
             cluster: "demo".into(),
+            on_disk: true,
         };
         assert!(matches!(dir.remove(), Err(StateError::NotAFolder { .. })));
         assert!(outside.path().join("keep").exists());
+    }
+
+    #[test]
+    fn a_look_creates_nothing_and_writes_nothing() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("state");
+        let dir = ClusterDir::look(&root, &demo()).unwrap();
+        assert!(!dir.exists());
+        assert_eq!(dir.load().unwrap().cluster, "demo");
+        dir.save(&dir.load().unwrap()).unwrap();
+        let guard = dir.lock().unwrap();
+        drop(guard);
+        assert!(matches!(
+            dir.clone().required(),
+            Err(StateError::NoFolder { .. })
+        ));
+        dir.remove().unwrap();
+        assert!(!root.exists(), "neither the root nor the folder was made");
+
+        // An existing folder is read as is: not chmod-ed, and still refused when a link.
+        fs::create_dir_all(root.join("demo")).unwrap();
+        fs::set_permissions(root.join("demo"), fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = ClusterDir::look(&root, &demo()).unwrap();
+        assert!(dir.exists());
+        let mode = fs::metadata(&dir.path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o755);
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("linked")).unwrap();
+        let linked = ClusterName::parse("linked").unwrap();
+        assert!(matches!(
+            ClusterDir::look(&root, &linked),
+            Err(StateError::NotAFolder { .. })
+        ));
     }
 
     #[test]

@@ -74,6 +74,12 @@ impl Sandbox {
     }
 
     fn run(&self, args: &[&str]) -> Output {
+        self.command(&self.state, true).args(args).output().unwrap()
+    }
+
+    /// The binary with a clean environment, `--state-dir state`, and the trap cloud selected
+    /// (`cloud`) or no cloud at all (then a cluster without state is looked for locally).
+    fn command(&self, state: &Path, cloud: bool) -> Command {
         let port = self.cloud.local_addr().unwrap().port();
         let mut cmd = Command::new(BIN);
         for (key, _) in std::env::vars_os() {
@@ -82,15 +88,14 @@ impl Sandbox {
                 cmd.env_remove(&key);
             }
         }
-        cmd.env("HOME", self.root.join("home"))
-            .env("OS_CLIENT_CONFIG_FILE", &self.clouds_yaml)
-            .env("OS_CLOUD", "trap")
-            .env("OS_AUTH_URL", format!("http://127.0.0.1:{port}/v3"))
-            .current_dir(&self.root)
-            .arg("--state-dir")
-            .arg(&self.state)
-            .args(args);
-        cmd.output().unwrap()
+        cmd.env("HOME", self.root.join("home"));
+        if cloud {
+            cmd.env("OS_CLIENT_CONFIG_FILE", &self.clouds_yaml)
+                .env("OS_CLOUD", "trap")
+                .env("OS_AUTH_URL", format!("http://127.0.0.1:{port}/v3"));
+        }
+        cmd.current_dir(&self.root).arg("--state-dir").arg(state);
+        cmd
     }
 
     /// Every path under the sandbox with its kind, mode and contents (links not followed),
@@ -237,6 +242,77 @@ fn a_valid_name_whose_folder_is_a_symlink_is_not_followed() {
         assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
         assert!(stderr.contains("not a plain folder"), "{stderr}");
         sandbox.assert_untouched(&before, &format!("{command} --cluster linked"));
+    }
+}
+
+#[test]
+fn looking_at_a_valid_but_absent_cluster_creates_no_folder() {
+    // No cloud configured: a cluster without state is looked for on the local provider
+    // (Docker). With Docker they find nothing and exit 0; without it they fail (exit 1).
+    // Either way nothing may be left behind: no cluster folder, not even the state root.
+    let sandbox = Sandbox::new();
+    let state = sandbox.root.join("fresh-root");
+    let local = sandbox.profile(
+        0,
+        "name = \"absent\"\nprovider = \"local\"\n[master]\n[workers]\ncount = 1\n",
+    );
+    let local = local.to_str().unwrap();
+    let before = sandbox.snapshot();
+    for args in [
+        vec!["status", "--cluster", "absent"],
+        vec!["status", "--cluster", "absent", "--json"],
+        vec!["down", "--cluster", "absent"],
+        vec!["status", local],
+        vec!["plan", local],
+        vec!["down", local],
+    ] {
+        let out = sandbox.command(&state, false).args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let case = args.join(" ");
+        assert!(
+            matches!(out.status.code(), Some(0 | 1 | 10)),
+            "{case}: {stderr}"
+        );
+        assert!(!state.exists(), "{case} created {}", state.display());
+        sandbox.assert_untouched(&before, &case);
+    }
+    // Commands that need the cluster's key say where it should be, and make no folder.
+    for command in ["check", "ssh-config"] {
+        let out = sandbox
+            .command(&state, false)
+            .args([command, local])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
+        assert!(stderr.contains("has no folder on this machine"), "{stderr}");
+        assert!(!state.exists(), "{command} created {}", state.display());
+        sandbox.assert_untouched(&before, command);
+    }
+}
+
+#[test]
+fn a_state_folder_ssh_config_cannot_carry_is_refused_before_anything_happens() {
+    let sandbox = Sandbox::new();
+    let profile = sandbox.profile(0, BASE);
+    let profile = profile.to_str().unwrap();
+    let before = sandbox.snapshot();
+    for bad in [
+        "state \"quoted\"",
+        "state\nProxyCommand touch x",
+        "state\\x",
+    ] {
+        let state = sandbox.root.join(bad);
+        for command in ["up", "check", "ssh-config"] {
+            let out = sandbox
+                .command(&state, true)
+                .args([command, profile])
+                .output()
+                .unwrap();
+            let case = format!("{command} with --state-dir {bad:?}");
+            assert_refused(&out, &case, "--state-dir");
+            sandbox.assert_untouched(&before, &case);
+        }
     }
 }
 
