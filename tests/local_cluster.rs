@@ -12,6 +12,9 @@ use std::process::Command;
 
 use common::TestCluster;
 
+/// The node image (built by scripts/build-images, as for the cluster test).
+const NODE_IMAGE: &str = "hvd-cluster/node:bookworm";
+
 fn labelled(what: &[&str], cluster: &str) -> Vec<String> {
     let filter = format!("label=hvd-cluster={cluster}");
     let mut args: Vec<&str> = what.to_vec();
@@ -145,6 +148,74 @@ fn local_cluster_up_check_train_again_down() {
         Vec::<String>::new(),
         "no volume left"
     );
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// A container that carries the cluster's label but a name this cluster never gives (anyone
+/// with access to the engine can make one) is neither a node nor a resource of the cluster:
+/// `status` warns about it (escaped) and lists nothing, `down` leaves it alone, and neither
+/// makes a cluster folder.
+#[test]
+fn a_labelled_container_with_a_foreign_name_is_ignored() {
+    let c = TestCluster::new("local.toml", "t-intr", |p| p);
+    let name = c.name.as_str();
+    let label = format!("hvd-cluster={name}");
+    let intruders = [format!("{name}-worker-07"), format!("{name}-intruder")];
+    for intruder in &intruders {
+        let made = Command::new("docker")
+            .args(["create", "--label", &label, "--label", "hvd-role=master"])
+            .args(["--name", intruder, NODE_IMAGE])
+            .output()
+            .expect("docker");
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+    }
+    let result = std::panic::catch_unwind(|| {
+        let mut status = c.command(&["status", "--cluster", name, "--json"]);
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("OS_") {
+                status.env_remove(&key);
+            }
+        }
+        let out = status.output().expect("run hvd-cluster");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["nodes"], serde_json::json!([]), "{report}");
+        assert_eq!(report["resources"], serde_json::json!([]), "{report}");
+        for intruder in &intruders {
+            assert!(
+                stderr.contains(&format!("named `{intruder}`")),
+                "warned about {intruder}: {stderr}"
+            );
+        }
+        let mut down = c.command(&["down", "--cluster", name]);
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("OS_") {
+                down.env_remove(&key);
+            }
+        }
+        let out = down.output().expect("run hvd-cluster");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            labelled(&["ps", "-a"], name).len(),
+            2,
+            "down left the foreign containers alone"
+        );
+        assert!(!c.state.join(name).exists(), "no cluster folder was made");
+    });
+    for intruder in &intruders {
+        let _ = Command::new("docker").args(["rm", "-f", intruder]).output();
+    }
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
