@@ -3,7 +3,8 @@
 //! argument or field named, and leave everything as it was: no file outside the state folder
 //! touched (contents and modes), no other cluster's folder or key touched, nothing executed
 //! (a canary file stays absent), no connection to the cloud (a listener this test owns, named
-//! by clouds.yaml and OS_AUTH_URL, accepts nothing). No cloud, Docker or network needed.
+//! by clouds.yaml and OS_AUTH_URL, accepts nothing). No cloud, Docker or network needed (the
+//! look at an absent local cluster asks Docker when there is one, and holds without it).
 
 use std::collections::BTreeMap;
 use std::fs;
