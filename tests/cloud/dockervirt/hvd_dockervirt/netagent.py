@@ -7,7 +7,13 @@ reads Neutron (as admin) and makes this machine what the L3 agent and the securi
 firewall would make:
 
 - the bridge of every network with a port on the libvirt host (made if os-vif has not yet);
-- each router interface's address on its network's bridge (the guests' default gateway);
+- each router interface's address on its network's bridge (the guests' default gateway); a
+  network without a router gets its subnet's gateway address there (for DHCP only: no SNAT);
+- DHCP and DNS as Neutron's DHCP agent gives them: one dnsmasq per bridge (a child of this
+  agent) with a static lease per port (MAC -> fixed IP, hostname), the router, the MTU and as
+  DNS servers the subnet's dns_nameservers or else itself (forwarding to this machine's
+  resolver). Nova's config drive says `ipv4_dhcp` for subnets with DHCP enabled, and
+  cloud-init then runs DHCP on the interface;
 - SNAT: a router's subnets leave through this machine: to the external network (the bridge
   of `public`) with the router's external address (kept on that bridge as a /32), to anything
   else through this machine's uplink with its address (masquerade; package mirrors, DNS);
@@ -15,9 +21,12 @@ firewall would make:
   external network reach it) and SNAT fixed IP -> floating IP towards the external network,
   while associated; a /32 route of the floating IP onto the guest's bridge, so that proxy ARP
   answers for it on the external bridge;
-- security groups per port, in an nftables table of the bridge family (its forward hook sees
-  guest-to-guest traffic on a bridge, its output hook what this machine routes into a bridge):
-  default deny ingress, established/related allowed (stateful), ARP allowed, ingress rules of
+- security groups per port, in the inet table: a chain per port, reached by (bridge, fixed IP)
+  from the forward hook (routed traffic, floating IPs, and guest-to-guest traffic on a bridge:
+  br_netfilter, net.bridge.bridge-nf-call-iptables = 1, passes bridged IPv4 through the inet
+  hooks, with conntrack; this kernel has no conntrack in the bridge family) and from the output
+  hook (what this machine sends to a guest). Default deny ingress, established/related allowed
+  (stateful), ARP allowed, IPv6 to a filtered port dropped (a bridge-family table), ingress rules of
   ethertype IPv4 (protocol, port range or ICMP type/code, remote CIDR or remote group = the
   fixed IPs of every port in that group), re-made when rules or membership change, removed with
   the port. Ports with port_security_enabled=false are not filtered. Egress rules are not
@@ -31,8 +40,11 @@ usage: hvd-cloud-net-agent --cloud local-admin --host vmhost --public-network pu
            --public-bridge hvd-public --uplink eth0
 """
 import argparse
+import hashlib
 import ipaddress
 import json
+import os
+import signal
 import subprocess
 import time
 
@@ -85,6 +97,7 @@ class State:
         self.bridges = {bridge_name(n): n for n in nets}
         # router interfaces on those networks: gateway addresses on the bridges, SNAT
         self.addresses = {b: set() for b in self.bridges}     # bridge -> {"10.0.0.1/24"}
+        self.dhcp = {}    # bridge -> [(subnet, server address)] of subnets with DHCP enabled
         self.snat = []    # (cidr, bridge, router external address or None)
         for p in ports:
             if p.get("device_owner") not in ("network:router_interface",
@@ -106,10 +119,30 @@ class State:
                 b = bridge_name(p["network_id"])
                 self.addresses[b].add(f"{ip['ip_address']}/{prefix}")
                 self.snat.append((sub.cidr, b, ext))
+        # networks without a router interface: the subnet's gateway address serves DHCP
+        for sub in subnets.values():
+            b = bridge_name(sub.network_id)
+            if b not in self.bridges:
+                continue
+            prefix = ipaddress.ip_network(sub.cidr).prefixlen
+            mine = [a for a in self.addresses[b]
+                    if ipaddress.ip_interface(a).network == ipaddress.ip_network(sub.cidr)]
+            if not mine and sub.gateway_ip:
+                mine = [f"{sub.gateway_ip}/{prefix}"]
+                self.addresses[b].add(mine[0])
+            if sub.is_dhcp_enabled and mine:
+                self.dhcp.setdefault(b, []).append((sub, mine[0].split("/")[0]))
+        self.leases = {}   # bridge -> ["mac,ip,hostname"]
+        for p in ports:
+            b = bridge_name(p["network_id"])
+            if b in self.dhcp and p.get("mac_address"):
+                for ip in ipv4s(p):
+                    name = (p.get("dns_name") or "host-" + ip.replace(".", "-"))
+                    self.leases.setdefault(b, []).append(f"{p['mac_address']},{ip},{name}")
         # external addresses of routers with an interface here: kept on the public bridge
         self.router_ext = sorted({e for _, _, e in self.snat if e})
         # floating IPs of guests
-        by_id = {p["id"]: p for p in self.vm_ports}
+        by_id = self.ports_by_id = {p["id"]: p for p in self.vm_ports}
         self.fips = []    # (floating ip, fixed ip, bridge)
         for f in fips:
             p = by_id.get(f.port_id) if f.port_id else None
@@ -184,6 +217,26 @@ def nft_rule(r, members):
 
 def inet_table(s, public_bridge, uplink):
     lines = [f"table inet {TABLE} {{"]
+    filtered = {p: r for p, r in s.port_rules.items() if r is not None}
+    for p, rules in sorted(filtered.items()):
+        lines.append(f"  chain {chain_name(p)} {{")
+        lines.append("    ct state established,related accept")
+        lines.append("    ct state invalid drop")
+        lines.append("    udp sport 67 udp dport 68 accept   # DHCP replies (as Neutron allows)")
+        for r in rules:
+            lines.append(f"    {r}")
+        lines.append("    drop")
+        lines.append("  }")
+    keys = []
+    for p in sorted(filtered):
+        port = s.ports_by_id[p]
+        for ip in ipv4s(port):
+            keys.append(f'"{bridge_name(port["network_id"])}" . {ip} : jump {chain_name(p)}')
+    for hook in ("forward", "output"):
+        lines.append(f"  chain sg-{hook} {{ type filter hook {hook} priority filter; policy accept;")
+        if keys:
+            lines.append(f"    oifname . ip daddr vmap {{ {', '.join(keys)} }}")
+        lines.append("  }")
     lines.append("  chain prerouting { type nat hook prerouting priority dstnat; policy accept;")
     for fip, fixed, _ in s.fips:
         lines.append(f"    ip daddr {fip} dnat ip to {fixed}")
@@ -205,31 +258,93 @@ def inet_table(s, public_bridge, uplink):
 
 
 def bridge_table(s):
+    """IPv6 into a filtered port: dropped (the rules here are IPv4 only)."""
     lines = [f"table bridge {TABLE} {{"]
-    filtered = {p: r for p, r in s.port_rules.items() if r is not None}
-    for p, rules in sorted(filtered.items()):
-        lines.append(f"  chain {chain_name(p)} {{")
-        lines.append("    ct state established,related accept")
-        lines.append("    ct state invalid drop")
-        lines.append("    ether type arp accept")
-        lines.append("    ether type != ip drop")
-        for r in rules:
-            lines.append(f"    {r}")
-        lines.append("    drop")
-        lines.append("  }")
-    vmap = ", ".join(f'"{tap_name(p)}" : jump {chain_name(p)}' for p in sorted(filtered))
+    taps = sorted(tap_name(p) for p, r in s.port_rules.items() if r is not None)
     for hook in ("forward", "output"):
         lines.append(f"  chain {hook}-ports {{ type filter hook {hook} priority 0; policy accept;")
-        if vmap:
-            lines.append(f"    oifname vmap {{ {vmap} }}")
+        if taps:
+            lines.append(f"    oifname {{ {', '.join(f'{t!r}'.replace(chr(39), chr(34)) for t in taps)} }} "
+                         "ether type ip6 drop")
         lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
+class Dhcp:
+    """One dnsmasq per bridge: static DHCP leases of the network's ports, DNS forwarding."""
+
+    def __init__(self, state_dir, resolver):
+        self.dir = state_dir
+        self.resolver = resolver
+        self.procs = {}    # bridge -> (Popen, args)
+        os.makedirs(state_dir, exist_ok=True)
+
+    def sync(self, s):
+        for b in list(self.procs):
+            if b not in s.dhcp:
+                self.stop(b)
+        for b, subs in s.dhcp.items():
+            hosts = os.path.join(self.dir, f"{b}.hosts")
+            text = "\n".join(sorted(s.leases.get(b, []))) + "\n"
+            changed = not os.path.exists(hosts) or open(hosts).read() != text
+            if changed:
+                with open(hosts + ".tmp", "w") as f:
+                    f.write(text)
+                os.replace(hosts + ".tmp", hosts)
+            args = ["dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--no-hosts",
+                    "--no-resolv", f"--server={self.resolver}", "--bind-interfaces",
+                    f"--interface={b}", "--except-interface=lo", "--dhcp-authoritative",
+                    f"--dhcp-hostsfile={hosts}", f"--dhcp-leasefile={self.dir}/{b}.leases",
+                    f"--pid-file={self.dir}/{b}.pid", "--log-facility=-", "--quiet-dhcp"]
+            for i, (sub, server) in enumerate(subs):
+                net = ipaddress.ip_network(sub.cidr)
+                tag = f"s{i}"
+                args.append(f"--dhcp-range=set:{tag},{net.network_address},static,"
+                            f"{net.netmask},86400s")
+                if sub.gateway_ip:
+                    args.append(f"--dhcp-option=tag:{tag},option:router,{sub.gateway_ip}")
+                dns = sub.dns_nameservers or [server]
+                args.append(f"--dhcp-option=tag:{tag},option:dns-server,{','.join(dns)}")
+                mtu = self.mtu(b)
+                if mtu:
+                    args.append(f"--dhcp-option=tag:{tag},option:mtu,{mtu}")
+            old = self.procs.get(b)
+            if old and old[0].poll() is None and old[1] == args:
+                if changed:
+                    old[0].send_signal(signal.SIGHUP)   # re-reads the hosts file
+                continue
+            if old:
+                self.stop(b)
+            p = subprocess.Popen(args, stdin=subprocess.DEVNULL)
+            self.procs[b] = (p, args)
+            log(f"dnsmasq on {b} (pid {p.pid}): {len(s.leases.get(b, []))} lease(s), "
+                f"subnets {[sub.cidr for sub, _ in subs]}")
+
+    @staticmethod
+    def mtu(b):
+        try:
+            with open(f"/sys/class/net/{b}/mtu") as f:
+                return int(f.read())
+        except OSError:
+            return None
+
+    def stop(self, b):
+        p, _ = self.procs.pop(b)
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        log(f"dnsmasq on {b} stopped")
+
+
 class Agent:
     def __init__(self, a):
         self.a = a
+        self.dhcp = Dhcp(a.state_dir, a.resolver)
         self.conn = openstack.connect(cloud=a.cloud)
         self.public_id = self.conn.network.find_network(a.public_network, ignore_missing=False).id
         self.applied = {}    # what was last written: table text per family
@@ -297,6 +412,7 @@ class Agent:
         for dst, dev in sorted(want - have):
             run("ip", "route", "replace", dst, "dev", dev, "src", self.a.public_gateway,
                 "proto", ROUTE_PROTO)
+        self.dhcp.sync(s)
         if self.apply_table("inet", inet_table(s, self.a.public_bridge, self.a.uplink)):
             log(f"nat: {len(s.fips)} floating ip(s) {[f[0] for f in s.fips]}, "
                 f"{len(s.snat)} routed subnet(s)")
@@ -316,6 +432,9 @@ def main():
                     help="this machine's address on the public bridge")
     ap.add_argument("--uplink", required=True, help="this machine's default-route interface")
     ap.add_argument("--interval", type=float, default=2.0)
+    ap.add_argument("--state-dir", required=True, help="dnsmasq hosts, leases, pid files")
+    ap.add_argument("--resolver", required=True,
+                    help="DNS server the guests' dnsmasq forwards to (this machine's)")
     a = ap.parse_args()
     agent = Agent(a)
     log(f"watching ports of host {a.host}; external network {a.public_network} "
@@ -329,7 +448,7 @@ def main():
             if str(e) != last_error:
                 log(f"error (retrying): {e}")
             last_error = str(e)
-            agent.applied.clear()
+            agent.applied.clear()   # re-apply everything next time
         time.sleep(a.interval)
 
 
