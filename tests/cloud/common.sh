@@ -39,7 +39,7 @@ SERVICES="mariadb epmd rabbitmq memcached keystone placement glance
 # out; the default (auto) runs it when libvirtd and libvirt-python are installed.
 VM_HOST=vmhost
 VM_TRAIT=CUSTOM_HVD_VM       # only servers whose image requires it land on $VM_HOST
-NET_TABLE=hvd_cloud          # nftables: table inet (routing, NAT) and table bridge (security groups)
+NET_TABLE=hvd_cloud          # nftables (net agent): table inet (NAT, security groups), table bridge (IPv6 drop)
 BRIDGE_PREFIX=brq            # + 11 characters of the Neutron network id (fakebind)
 ENABLE_VM=${ENABLE_VM:-auto}
 if [ "$ENABLE_VM" = auto ]; then
