@@ -34,6 +34,20 @@ SERVICES="mariadb epmd rabbitmq memcached keystone placement glance
   manila-api manila-scheduler manila-share"
 [ "$ENABLE_CINDER" = 1 ] && SERVICES="$SERVICES cinder-api cinder-scheduler cinder-volume"
 
+# Virtual machines: a second nova-compute (host $VM_HOST) runs Nova's own libvirt driver under
+# qemu TCG for servers of the image debian-12-generic (build-vm-image). ENABLE_VM=0 leaves it
+# out; the default (auto) runs it when libvirtd and libvirt-python are installed.
+VM_HOST=vmhost
+VM_TRAIT=CUSTOM_HVD_VM       # only servers whose image requires it land on $VM_HOST
+NET_TABLE=hvd_cloud          # nftables (net agent): table inet (NAT, security groups), table bridge (IPv6 drop)
+BRIDGE_PREFIX=brq            # + 11 characters of the Neutron network id (fakebind)
+ENABLE_VM=${ENABLE_VM:-auto}
+if [ "$ENABLE_VM" = auto ]; then
+  ENABLE_VM=0
+  [ -x /usr/sbin/libvirtd ] && [ -n "$(ls "$VENV"/lib/python3*/site-packages/libvirt.py 2>/dev/null)" ] && ENABLE_VM=1
+fi
+[ "$ENABLE_VM" = 1 ] && SERVICES="$SERVICES virtlogd libvirtd nova-compute-vm"
+
 # Real hosts (dockervirt): servers of images with the property hvd_docker_image run as Docker
 # containers; the external network `public` is the Docker network $PUBLIC_NET, on which this
 # machine is the gateway and the floating-IP agent connects containers at their floating IPs.
@@ -60,6 +74,42 @@ pgroup_alive() { kill -0 -- "-$1" 2>/dev/null; }
 
 # have_docker: true if a Docker engine answers (no engine: every server stays fake).
 have_docker() { command -v docker >/dev/null && docker info >/dev/null 2>&1; }
+# vm_cleanup: destroy and undefine every libvirt domain of Nova (instance-*), end qemu processes
+# libvirt left (by their pid files), remove the bridges (brq*), the nftables tables and the
+# DOCKER-USER rules of the VM networking. Idempotent; libvirtd may or may not run.
+vm_cleanup() {
+  local d f p n=0
+  if command -v virsh >/dev/null && [ -S /run/libvirt/libvirt-sock ] && virsh -c qemu:///system version >/dev/null 2>&1; then
+    for d in $(virsh -c qemu:///system list --all --name 2>/dev/null | grep '^instance-' || true); do
+      virsh -c qemu:///system destroy "$d" >/dev/null 2>&1 || true
+      virsh -c qemu:///system undefine --nvram "$d" >/dev/null 2>&1 ||
+        virsh -c qemu:///system undefine "$d" >/dev/null 2>&1 || true
+      n=$((n + 1))
+    done
+  fi
+  for f in /run/libvirt/qemu/instance-*.pid; do
+    [ -f "$f" ] || continue
+    p=$(cat "$f" 2>/dev/null || true)
+    if [[ $p =~ ^[0-9]+$ ]] && grep -qa 'guest=instance-' "/proc/$p/cmdline" 2>/dev/null; then
+      kill -KILL "$p" 2>/dev/null || true; n=$((n + 1))
+    fi
+    rm -f "$f"
+  done
+  for d in $(ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}' | grep "^$BRIDGE_PREFIX" || true); do
+    ip link del "$d" 2>/dev/null || true
+  done
+  ip route flush proto 78 2>/dev/null || true   # the net agent's floating-IP routes
+  for d in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^hvd-src-' || true); do
+    ip netns del "$d" 2>/dev/null || true         # tests/cloud/public-source namespaces
+  done
+  nft delete table inet $NET_TABLE 2>/dev/null || true
+  nft delete table bridge $NET_TABLE 2>/dev/null || true
+  while iptables -D DOCKER-USER -i "$BRIDGE_PREFIX+" -j ACCEPT 2>/dev/null; do :; done
+  while iptables -D DOCKER-USER -o "$BRIDGE_PREFIX+" -j ACCEPT 2>/dev/null; do :; done
+  [ $n = 0 ] || echo "vm: removed $n libvirt domain(s)/qemu process(es)"
+  return 0
+}
+
 # docker_cleanup: remove every container, volume and network labelled hvd-cloud=1 and the host
 # routes start added. Idempotent.
 docker_cleanup() {

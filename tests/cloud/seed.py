@@ -48,6 +48,8 @@ FLAVORS = {
     # GPU-like: custom-namespace keys are accepted by nova's extra-spec validation and
     # ignored by the default scheduler filters, so the fake driver still schedules it.
     "g1.a100": ("10", 8, 65536, 100, {"gpu:model": "nvidia-a100", "gpu:count": "1"}),
+    # for servers of VM_IMAGE (libvirt guests under emulation: each vCPU is a host thread)
+    "v1.vm": ("20", 2, 2048, 10, {}),
 }
 IMAGE = "debian-12-genericcloud-amd64"
 # Servers of this image are real hosts: the compute driver (dockervirt) runs them as containers
@@ -55,6 +57,17 @@ IMAGE = "debian-12-genericcloud-amd64"
 NODE_IMAGE = "hvd-node-bookworm"
 NODE_IMAGE_PROPS = {"hvd_docker_image": "hvd-cluster/node:bookworm", "os_admin_user": "debian",
                     "os_distro": "debian"}
+# Servers of this image are libvirt guests (qemu TCG) on the compute host VM_HOST: a Debian 12
+# root filesystem (build-vm-image) with its kernel and initrd as aki/ari images beside it. The
+# image requires the trait VM_TRAIT, which only VM_HOST has; VM_HOST is in an aggregate that
+# requires it (isolated aggregate filtering), so nothing else lands there.
+VM_IMAGE = "debian-12-generic"
+VM_IMAGE_DIR = os.environ.get("HVD_CLOUD_VM_IMAGE_DIR", "")
+VM_HOST = os.environ.get("HVD_CLOUD_VM_HOST", "vmhost")
+VM_TRAIT = os.environ.get("HVD_CLOUD_VM_TRAIT", "CUSTOM_HVD_VM")
+VM_AGGREGATE = "hvd-vm"
+# this machine's resolver: what guests get as DNS server (see README)
+DNS = os.environ.get("HVD_CLOUD_DNS", "")
 # Addresses of the public subnet this machine reaches through its uplink (start finds them):
 # never handed out as floating IPs.
 RESERVED_IPS = os.environ.get("HVD_CLOUD_RESERVED_IPS", "").split()
@@ -129,6 +142,38 @@ def allocation_pools(start, end, reserved):
     return pools
 
 
+def vm_image(c):
+    """Kernel (aki), ramdisk (ari) and the root filesystem (qcow2) of VM_IMAGE; the aggregate."""
+    def upload(name, fname, disk_format, container_format, **props):
+        t0 = time.monotonic()
+        with open(os.path.join(VM_IMAGE_DIR, fname), "rb") as f:
+            img = c.image.create_image(name=name, disk_format=disk_format,
+                                       container_format=container_format,
+                                       visibility="public", data=f, **props)
+        log(f"image {name} {img.id} ({os.path.getsize(f.name) >> 20} MiB, "
+            f"{time.monotonic() - t0:.1f}s)")
+        return img
+    manifest = dict(line.strip().split("=", 1)
+                    for line in open(os.path.join(VM_IMAGE_DIR, "manifest")) if "=" in line)
+    kernel = upload(f"{VM_IMAGE}-kernel", "vmlinuz", "aki", "aki")
+    ramdisk = upload(f"{VM_IMAGE}-initrd", "initrd.img", "ari", "ari")
+    props = {"kernel_id": kernel.id, "ramdisk_id": ramdisk.id,
+             "os_command_line": "root=/dev/vda ro console=ttyS0",
+             "os_distro": "debian", "os_version": "12", "os_admin_user": "debian",
+             "os_type": "linux", "architecture": "x86_64", "hypervisor_type": "qemu",
+             "hw_disk_bus": "virtio", "hw_vif_model": "virtio",
+             f"trait:{VM_TRAIT}": "required",
+             "hvd_build_key": manifest.get("key", ""), "hvd_kernel": manifest.get("kernel", "")}
+    img = upload(VM_IMAGE, "disk.qcow2", "qcow2", "bare", min_disk=3, **props)
+    agg = c.compute.create_aggregate(name=VM_AGGREGATE)
+    c.compute.set_aggregate_metadata(agg, {f"trait:{VM_TRAIT}": "required"})
+    c.compute.add_host_to_aggregate(agg, VM_HOST)
+    log(f"aggregate {VM_AGGREGATE}: host {VM_HOST}, trait:{VM_TRAIT}=required")
+    return {"name": VM_IMAGE, "id": img.id, "kernel_id": kernel.id, "ramdisk_id": ramdisk.id,
+            "properties": {k: v for k, v in props.items()}, "host": VM_HOST,
+            "aggregate": VM_AGGREGATE, "flavor": "v1.vm", "dns_nameserver": DNS}
+
+
 def resources():
     c = openstack.connect(cloud="local-admin")
     demo = c.identity.find_project("demo", ignore_missing=False)
@@ -163,6 +208,9 @@ def resources():
                             "properties": NODE_IMAGE_PROPS}
     log(f"image {NODE_IMAGE} {node.id} {node.status} (runs as Docker image "
         f"{NODE_IMAGE_PROPS['hvd_docker_image']})")
+
+    if VM_IMAGE_DIR:
+        seeded["vm_image"] = vm_image(c)
 
     pools = allocation_pools("203.0.113.10", "203.0.113.250", RESERVED_IPS)
     pub = c.network.create_network(name="public", is_router_external=True, is_shared=False,
