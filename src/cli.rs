@@ -634,9 +634,14 @@ fn free_port() -> Result<u16, Error> {
 
 fn print_check(r: &check::CheckReport) {
     println!(
-        "check: {} container(s) running; /shared read on {}; Jupyter answers \"{}\"; {} rank(s) joined on {}",
+        "check: {} container(s) running; /shared read on {}{}; Jupyter answers \"{}\"; {} rank(s) joined on {}",
         r.containers,
         r.shared_read_on.as_deref().unwrap_or("-"),
+        if r.shared_kernel_mounts.is_empty() {
+            String::new()
+        } else {
+            format!(", kernel NFS on {}", r.shared_kernel_mounts.join(", "))
+        },
         r.jupyter_title.as_deref().unwrap_or("-"),
         r.ranks,
         r.hosts.join(", ")
