@@ -1160,4 +1160,35 @@ kind = "manila"
             "jupyter is tunnel-only by default"
         );
     }
+
+    #[test]
+    fn nodes_group_admits_the_image_port_and_nfs_only_from_its_own_members() {
+        // The master's image server (bootstrap::IMAGE_PORT), NFS (2049) and Horovod's ports
+        // travel inside the cluster: one rule, every port, from the group itself.
+        let p = profile(1);
+        let plan = plan(&p, &Observation::default());
+        let rules = plan
+            .actions
+            .iter()
+            .find_map(|a| match a {
+                Action::Create {
+                    desired:
+                        Desired {
+                            name,
+                            spec: Spec::SecurityGroup { rules },
+                        },
+                } if name == "demo-nodes" => Some(rules.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(
+            rules,
+            vec![Rule {
+                protocol: None,
+                ports: None,
+                from: RuleSource::Group("demo-nodes".into()),
+            }]
+        );
+        let _ = crate::bootstrap::IMAGE_PORT;
+    }
 }
