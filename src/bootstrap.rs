@@ -610,7 +610,31 @@ async fn ensure_image(
                     "serving {image} to {} worker(s) on port {IMAGE_PORT}",
                     workers.len()
                 ));
-                for line in fan_out_image(master, &workers, image, received).await? {
+                // The master loads the file it received while the workers fetch it: under
+                // emulation `docker load` is the slow part, so the two overlap.
+                let master_load = async {
+                    if !received {
+                        return Ok(None);
+                    }
+                    let started = std::time::Instant::now();
+                    master
+                        .ssh
+                        .sudo(&format!("docker load -q -i {IMAGE_TAR} >/dev/null"))
+                        .await
+                        .map(|_| Some(started.elapsed().as_secs_f64()))
+                };
+                let (loaded, fanned) = tokio::join!(
+                    master_load,
+                    fan_out_image(master, &workers, image, received)
+                );
+                let _ = master.ssh.sudo(&format!("rm -f {IMAGE_TAR}")).await;
+                if let Some(secs) = loaded? {
+                    progress_line(
+                        bars,
+                        &format!("{}: docker load {secs:.1}s", master.node.name),
+                    );
+                }
+                for line in fanned? {
                     progress_line(bars, &line);
                 }
             }
@@ -679,16 +703,40 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counting<R> {
 /// The command the master runs on the image stream from this machine: decompress when it
 /// came compressed, keep a copy for the workers when asked, `docker load`.
 pub fn master_load_command(zstd: bool, keep: bool) -> String {
-    let mut stages = Vec::new();
-    if zstd {
-        stages.push("zstd -d -q -c".to_string());
-    }
-    if keep {
-        stages.push(format!("tee {IMAGE_TAR}"));
-    }
-    stages.push("docker load -q >/dev/null".to_string());
-    let script = format!("set -e -o pipefail; {}", stages.join(" | "));
+    let source = if zstd { "zstd -d -q -c" } else { "cat" };
+    // Kept as a file, the master loads it while it serves it to the workers.
+    let sink = if keep {
+        format!("> {IMAGE_TAR}")
+    } else {
+        "| docker load -q >/dev/null".to_string()
+    };
+    let script = format!("set -e -o pipefail; {source} {sink}");
     format!("sudo -n bash -c {}", ssh::shell_quote(&script))
+}
+
+#[cfg(test)]
+mod image_tests {
+    use super::*;
+
+    #[test]
+    fn the_master_decompresses_and_keeps_or_loads() {
+        assert_eq!(
+            master_load_command(true, true),
+            "sudo -n bash -c 'set -e -o pipefail; zstd -d -q -c > /var/tmp/hvd-cluster-image.tar'"
+        );
+        assert_eq!(
+            master_load_command(false, false),
+            "sudo -n bash -c 'set -e -o pipefail; cat | docker load -q >/dev/null'"
+        );
+        let t = Transfer {
+            what: "x".into(),
+            bytes: 160_000_000,
+            secs: 1.0,
+        };
+        assert_eq!(t.describe(), "image x: 160.0 MB in 1.0s, 160.0 MB/s");
+        assert_eq!(field("report bytes=12 secs=0.5", "bytes"), Some("12"));
+        assert_eq!(field("sha256=abc bytes=1", "sha"), None);
+    }
 }
 
 /// `docker save` here, over SSH to the master's `docker load`: zstd at a fast level when
@@ -882,11 +930,11 @@ async fn fan_out_image(
         }
     }))
     .await;
-    // The server exits once every worker was served; stop it anyway, drop the file.
+    // The server exits once every worker was served; stop it anyway (the caller drops the file).
     let _ = master
         .ssh
         .sudo(&format!(
-            "[ ! -s {pidfile} ] || kill \"$(cat {pidfile})\" 2>/dev/null || true; rm -f {pidfile} {IMAGE_TAR}"
+            "[ ! -s {pidfile} ] || kill \"$(cat {pidfile})\" 2>/dev/null || true; rm -f {pidfile}"
         ))
         .await;
     fetched
