@@ -1191,4 +1191,29 @@ kind = "manila"
         );
         let _ = crate::bootstrap::IMAGE_PORT;
     }
+
+    #[test]
+    fn a_manila_share_is_granted_to_the_clusters_subnet() {
+        let p = profile(1);
+        let share = |p: &Profile| {
+            plan(p, &Observation::default())
+                .actions
+                .iter()
+                .find_map(|a| match a {
+                    Action::Create {
+                        desired:
+                            Desired {
+                                spec: Spec::Share { access_cidr, .. },
+                                ..
+                            },
+                    } => Some(access_cidr.clone()),
+                    _ => None,
+                })
+                .unwrap()
+        };
+        assert_eq!(share(&p), p.subnet_cidr());
+        let mut with_cidr = p.clone();
+        with_cidr.network.cidr = Some("10.64.0.0/24".into());
+        assert_eq!(share(&with_cidr), "10.64.0.0/24");
+    }
 }
