@@ -158,6 +158,15 @@ async fn connect_one(
     })
 }
 
+/// Where the steps' durations go: set once by `bootstrap` (plain lines off a terminal).
+static STEP_PROGRESS: std::sync::OnceLock<Progress> = std::sync::OnceLock::new();
+
+fn eprintln_step(node: &str, name: &str, secs: f64) {
+    if let Some(p) = STEP_PROGRESS.get() {
+        p.line(format!("{node}: {name} applied in {secs:.1}s"));
+    }
+}
+
 /// Runs `check`; when it fails runs `apply`, then `check` again, which must pass.
 async fn step(
     s: &NodeSession,
@@ -171,6 +180,7 @@ async fn step(
         return Ok(false);
     }
     bar.set_message(format!("{name}: applying"));
+    let started = std::time::Instant::now();
     s.ssh.sudo(apply).await.map_err(|e| BootstrapError::Step {
         node: s.node.name.clone(),
         step: name.into(),
@@ -181,6 +191,7 @@ async fn step(
         step: name.into(),
         detail: format!("applied, but the check still fails: {e}"),
     })?;
+    eprintln_step(&s.node.name, name, started.elapsed().as_secs_f64());
     Ok(true)
 }
 
@@ -270,6 +281,7 @@ pub async fn bootstrap(
     sessions: &[NodeSession],
     progress: &Progress,
 ) -> Result<usize, BootstrapError> {
+    let _ = STEP_PROGRESS.set(progress.clone());
     let r = Renderer::new()?;
     let p = inputs.profile;
     let master = sessions
@@ -367,7 +379,7 @@ pub async fn bootstrap(
     }
 
     // The Horovod image on every node.
-    changed += ensure_image(inputs, sessions, &bars).await?;
+    changed += ensure_image(inputs, sessions, &bars, progress).await?;
 
     // Keys and files, then the container (recreated when its configuration changed).
     let private_key = std::fs::read(inputs.dir.private_key())
@@ -550,6 +562,7 @@ async fn ensure_image(
     inputs: &Inputs<'_>,
     sessions: &[NodeSession],
     bars: &[indicatif::ProgressBar],
+    progress: &Progress,
 ) -> Result<usize, BootstrapError> {
     let p = inputs.profile;
     let image = &p.container.image;
@@ -602,7 +615,7 @@ async fn ensure_image(
                 // Keep the bytes the master received for the workers (no second `docker save`).
                 let keep = !workers.is_empty();
                 let sent = send_image_to_master(master, image, keep).await?;
-                progress_line(bars, &format!("{}: {}", master.node.name, sent.describe()));
+                progress.line(format!("{}: {}", master.node.name, sent.describe()));
                 received = keep;
             }
             if !workers.is_empty() {
@@ -629,13 +642,10 @@ async fn ensure_image(
                 );
                 let _ = master.ssh.sudo(&format!("rm -f {IMAGE_TAR}")).await;
                 if let Some(secs) = loaded? {
-                    progress_line(
-                        bars,
-                        &format!("{}: docker load {secs:.1}s", master.node.name),
-                    );
+                    progress.line(format!("{}: docker load {secs:.1}s", master.node.name));
                 }
                 for line in fanned? {
-                    progress_line(bars, &line);
+                    progress.line(&line);
                 }
             }
         }
@@ -648,13 +658,6 @@ async fn ensure_image(
 pub const IMAGE_PORT: u16 = 12346;
 /// Where the image file waits on the master and lands on a worker.
 const IMAGE_TAR: &str = "/var/tmp/hvd-cluster-image.tar";
-
-fn progress_line(bars: &[indicatif::ProgressBar], line: &str) {
-    match bars.first() {
-        Some(bar) => bar.println(line),
-        None => eprintln!("{line}"),
-    }
-}
 
 /// One image transfer: what went over the wire, how long it took, how.
 #[derive(Debug, Clone, PartialEq)]
