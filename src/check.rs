@@ -37,6 +37,9 @@ pub struct Bandwidth {
 pub struct CheckReport {
     pub containers: usize,
     pub shared_read_on: Option<String>,
+    /// Nodes whose /shared is a kernel NFS mount, as `node (fstype source)`; checked on
+    /// every node whose bootstrap chose kernel NFS (container nodes use the stand-in).
+    pub shared_kernel_mounts: Vec<String>,
     pub jupyter_title: Option<String>,
     pub ranks: usize,
     pub hosts: Vec<String>,
@@ -208,6 +211,33 @@ pub async fn run(
         report.shared_read_on = Some(reader.node.name.clone());
     }
 
+    // 2b. Where bootstrap mounted /shared with the kernel client (VMs; Manila everywhere),
+    // it is an NFS mount of the master's export (or of the share) on every such node.
+    if p.storage.kind != StorageKind::None {
+        let master_ip = master.node.private_ip.clone().unwrap_or_default();
+        let mounters: Vec<&NodeSession> = if p.storage.kind == StorageKind::Manila {
+            sessions.iter().collect()
+        } else {
+            sessions.iter().skip(1).collect()
+        };
+        for s in mounters {
+            let out = s
+                .ssh
+                .sudo(&format!(
+                    "echo \"mode=$(cat {NODE_DIR}/shared-mode 2>/dev/null)\"; findmnt -n -t nfs,nfs4 -o FSTYPE,SOURCE --mountpoint /shared || true"
+                ))
+                .await
+                .map_err(|e| failed("shared", e.to_string()))?;
+            if let Some(mount) = kernel_mount_problem(&out, p.storage.kind, &master_ip)
+                .map_err(|why| failed("shared", format!("{}: {why}", s.node.name)))?
+            {
+                report
+                    .shared_kernel_mounts
+                    .push(format!("{} ({mount})", s.node.name));
+            }
+        }
+    }
+
     // 3. Jupyter answers with its page title.
     if let Some(url) = jupyter_url {
         report.jupyter_title = Some(jupyter_title(url).await?);
@@ -273,6 +303,47 @@ pub async fn run(
     Ok(report)
 }
 
+/// Reads what a node reported about /shared (`mode=kernel-nfs|stand-in` then findmnt's
+/// `FSTYPE SOURCE`): `Ok(Some("nfs4 10.0.0.2:/shared"))` for a right kernel mount,
+/// `Ok(None)` for a stand-in node, `Err(why)` when a kernel-NFS node has no right mount.
+pub fn kernel_mount_problem(
+    report: &str,
+    storage: StorageKind,
+    master_ip: &str,
+) -> Result<Option<String>, String> {
+    let mut lines = report.lines();
+    let mode = lines
+        .next()
+        .and_then(|l| l.strip_prefix("mode="))
+        .unwrap_or("")
+        .trim();
+    if mode != "kernel-nfs" {
+        return if storage == StorageKind::Manila {
+            Err(format!(
+                "/shared was not mounted from the Manila share (mode `{mode}`)"
+            ))
+        } else {
+            Ok(None)
+        };
+    }
+    let mount = lines
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect::<Vec<_>>();
+    match mount.as_slice() {
+        [fstype, source] if matches!(*fstype, "nfs" | "nfs4") => {
+            if storage == StorageKind::MasterNfs && *source != format!("{master_ip}:/shared") {
+                return Err(format!(
+                    "/shared is mounted from {source}, not from the master ({master_ip}:/shared)"
+                ));
+            }
+            Ok(Some(format!("{fstype} {source}")))
+        }
+        _ => Err("/shared is not a kernel NFS mount (findmnt -t nfs,nfs4 finds none)".into()),
+    }
+}
+
 /// GETs the Jupyter URL until it answers 200 with a `<title>`, for up to two minutes.
 pub async fn jupyter_title(url: &str) -> Result<String, CheckError> {
     let client = reqwest::Client::builder()
@@ -315,6 +386,34 @@ pub async fn jupyter_title(url: &str) -> Result<String, CheckError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn kernel_nfs_nodes_must_show_an_nfs_mount_of_the_master() {
+        let m = StorageKind::MasterNfs;
+        assert_eq!(
+            kernel_mount_problem("mode=kernel-nfs\nnfs4 10.0.0.2:/shared\n", m, "10.0.0.2"),
+            Ok(Some("nfs4 10.0.0.2:/shared".into()))
+        );
+        assert_eq!(
+            kernel_mount_problem("mode=stand-in\n", m, "10.0.0.2"),
+            Ok(None)
+        );
+        assert!(kernel_mount_problem("mode=kernel-nfs\n", m, "10.0.0.2").is_err());
+        assert!(
+            kernel_mount_problem("mode=kernel-nfs\nnfs4 10.0.0.9:/shared\n", m, "10.0.0.2")
+                .is_err()
+        );
+        let manila = StorageKind::Manila;
+        assert_eq!(
+            kernel_mount_problem(
+                "mode=kernel-nfs\nnfs 10.254.0.7:/shares/s1\n",
+                manila,
+                "10.0.0.2"
+            ),
+            Ok(Some("nfs 10.254.0.7:/shares/s1".into()))
+        );
+        assert!(kernel_mount_problem("mode=\n", manila, "10.0.0.2").is_err());
+    }
     use super::*;
 
     #[test]

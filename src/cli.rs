@@ -282,7 +282,10 @@ pub async fn up(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8, Erro
     if infra_only {
         return Ok(0);
     }
-    let cluster = open_cluster(ctx, &p, &dir, &st.nodes).await?;
+    let mut cluster = open_cluster(ctx, &p, &dir, &st.nodes).await?;
+    if p.storage.kind == profile::StorageKind::Manila {
+        cluster.share_export = provider.share_export(&p.name).await?;
+    }
     let changed =
         bootstrap::bootstrap(&cluster.inputs(&p, &dir), &cluster.sessions, &ctx.progress).await?;
     ctx.progress.line(format!(
@@ -491,6 +494,8 @@ struct Connected {
     sessions: Vec<bootstrap::NodeSession>,
     token: String,
     clients_cidr: String,
+    /// `storage.kind = "manila"`: the share's export location, mounted on every node.
+    share_export: Option<String>,
 }
 
 /// Generates the Jupyter token once; it lives in the cluster folder (0600), never in output
@@ -530,6 +535,7 @@ async fn open_cluster(
         sessions,
         token: jupyter_token(dir)?,
         clients_cidr,
+        share_export: None,
     })
 }
 
@@ -559,6 +565,7 @@ impl Connected {
             dir,
             jupyter_token: &self.token,
             clients_cidr: self.clients_cidr.clone(),
+            share_export: self.share_export.clone(),
         }
     }
 
@@ -627,9 +634,14 @@ fn free_port() -> Result<u16, Error> {
 
 fn print_check(r: &check::CheckReport) {
     println!(
-        "check: {} container(s) running; /shared read on {}; Jupyter answers \"{}\"; {} rank(s) joined on {}",
+        "check: {} container(s) running; /shared read on {}{}; Jupyter answers \"{}\"; {} rank(s) joined on {}",
         r.containers,
         r.shared_read_on.as_deref().unwrap_or("-"),
+        if r.shared_kernel_mounts.is_empty() {
+            String::new()
+        } else {
+            format!(", kernel NFS on {}", r.shared_kernel_mounts.join(", "))
+        },
         r.jupyter_title.as_deref().unwrap_or("-"),
         r.ranks,
         r.hosts.join(", ")

@@ -220,6 +220,62 @@ pub fn check_interface_name(value: &str) -> Result<(), Refused> {
     }
 }
 
+/// An IPv4 or IPv6 network in CIDR notation (`10.42.0.0/24`), as it is written into an NFS
+/// export line (`/etc/exports`, nfs-ganesha's `Clients`): nothing else may reach those files.
+pub fn check_cidr(value: &str) -> Result<(), Refused> {
+    let refused = || {
+        Refused(format!(
+            "`{}` is not a network in CIDR notation",
+            shown(value)
+        ))
+    };
+    let (addr, len) = value.split_once('/').ok_or_else(refused)?;
+    let addr: std::net::IpAddr = addr.parse().map_err(|_| refused())?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    match len.parse::<u8>() {
+        Ok(l) if l <= max && !len.starts_with('+') => Ok(()),
+        _ => Err(refused()),
+    }
+}
+
+/// An NFS export location as Manila reports it (`10.0.0.5:/shares/share-1a2b`,
+/// `[fd00::5]:/path`, `nfs.example.org:/vol/x`): a host name or address, `:`, an absolute path
+/// of printable characters without whitespace, quotes, backslashes or `#`. It reaches
+/// /etc/fstab (whitespace-separated fields) and `mount`.
+pub fn check_nfs_export(value: &str) -> Result<(), Refused> {
+    let refused = || {
+        Refused(format!(
+            "`{}` is not an NFS export location (host:/path)",
+            shown(value)
+        ))
+    };
+    let (host, path) = if let Some(rest) = value.strip_prefix('[') {
+        let (v6, path) = rest.split_once("]:").ok_or_else(refused)?;
+        v6.parse::<std::net::Ipv6Addr>().map_err(|_| refused())?;
+        (v6, path)
+    } else {
+        let (host, path) = value.split_once(':').ok_or_else(refused)?;
+        let is_name = !host.is_empty()
+            && host.len() <= 253
+            && host
+                .split('.')
+                .all(|l| check_host_label(&l.to_ascii_lowercase()).is_ok());
+        if host.parse::<std::net::Ipv4Addr>().is_err() && !is_name {
+            return Err(refused());
+        }
+        (host, path)
+    };
+    let path_ok = path.starts_with('/')
+        && path.len() <= 1024
+        && path
+            .chars()
+            .all(|c| c.is_ascii_graphic() && !matches!(c, '\'' | '"' | '\\' | '#' | '`' | '$'));
+    if host.is_empty() || !path_ok {
+        return Err(refused());
+    }
+    Ok(())
+}
+
 /// A name or id handed to the cloud API (flavor, image, network, pool, share type, region,
 /// clouds.yaml entry): any printable text, at most 255 characters (Nova's and Neutron's limit).
 pub fn check_cloud_name(value: &str) -> Result<(), Refused> {
@@ -436,6 +492,48 @@ pub fn subnet_server_capacity(prefix: u8) -> u64 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn cidrs_and_nfs_exports_are_checked_before_they_reach_a_file() {
+        for ok in ["10.42.0.0/24", "0.0.0.0/0", "fd00::/64", "203.0.113.5/32"] {
+            assert!(check_cidr(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "10.42.0.0",
+            "10.42.0.0/33",
+            "10.0.0.0/24(rw)",
+            "10.0.0.0/24 *",
+            "x/24",
+            "10.0.0.0/+8",
+            "fd00::/129",
+            "",
+        ] {
+            assert!(check_cidr(bad).is_err(), "{bad:?}");
+        }
+        for ok in [
+            "10.0.0.5:/shares/share-1a2b",
+            "[fd00::5]:/path",
+            "nfs.example.org:/vol/x_y-1",
+            "Manila-1:/a",
+        ] {
+            assert!(check_nfs_export(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "10.0.0.5:/a b",
+            "10.0.0.5:relative",
+            "10.0.0.5:/a\nx",
+            ":/a",
+            "/a",
+            "h:/a#c",
+            "h;id:/a",
+            "h:/$(id)",
+            "[zz]:/a",
+            "10.0.0.5:/a'b",
+            "-o:/x",
+        ] {
+            assert!(check_nfs_export(bad).is_err(), "{bad:?}");
+        }
+    }
     use super::*;
 
     #[test]

@@ -1160,4 +1160,60 @@ kind = "manila"
             "jupyter is tunnel-only by default"
         );
     }
+
+    #[test]
+    fn nodes_group_admits_the_image_port_and_nfs_only_from_its_own_members() {
+        // The master's image server (bootstrap::IMAGE_PORT), NFS (2049) and Horovod's ports
+        // travel inside the cluster: one rule, every port, from the group itself.
+        let p = profile(1);
+        let plan = plan(&p, &Observation::default());
+        let rules = plan
+            .actions
+            .iter()
+            .find_map(|a| match a {
+                Action::Create {
+                    desired:
+                        Desired {
+                            name,
+                            spec: Spec::SecurityGroup { rules },
+                        },
+                } if name == "demo-nodes" => Some(rules.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(
+            rules,
+            vec![Rule {
+                protocol: None,
+                ports: None,
+                from: RuleSource::Group("demo-nodes".into()),
+            }]
+        );
+        let _ = crate::bootstrap::IMAGE_PORT;
+    }
+
+    #[test]
+    fn a_manila_share_is_granted_to_the_clusters_subnet() {
+        let p = profile(1);
+        let share = |p: &Profile| {
+            plan(p, &Observation::default())
+                .actions
+                .iter()
+                .find_map(|a| match a {
+                    Action::Create {
+                        desired:
+                            Desired {
+                                spec: Spec::Share { access_cidr, .. },
+                                ..
+                            },
+                    } => Some(access_cidr.clone()),
+                    _ => None,
+                })
+                .unwrap()
+        };
+        assert_eq!(share(&p), p.subnet_cidr());
+        let mut with_cidr = p.clone();
+        with_cidr.network.cidr = Some("10.64.0.0/24".into());
+        assert_eq!(share(&with_cidr), "10.64.0.0/24");
+    }
 }

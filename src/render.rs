@@ -45,6 +45,11 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/node/container.apply.sh"),
     ),
     ("hostfile", include_str!("../templates/node/hostfile")),
+    ("lib.sh", include_str!("../templates/node/lib.sh")),
+    (
+        "ganesha.conf",
+        include_str!("../templates/node/ganesha.conf"),
+    ),
     (
         "cloud-config.yaml",
         include_str!("../templates/node/cloud-config.yaml"),
@@ -58,6 +63,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/node/discover_hosts.sh"),
     ),
 ];
+
+/// The master's one-shot image server and the workers' fetcher (arguments on the command line).
+pub const IMAGE_SERVE: &str = include_str!("../templates/node/image_serve.py");
+pub const IMAGE_FETCH: &str = include_str!("../templates/node/image_fetch.py");
 
 /// The acceptance check job, run by every rank.
 pub const CHECK_JOB: &str = include_str!("../templates/check/hvd_check.py");
@@ -143,6 +152,12 @@ impl Renderer {
             name: name.into(),
             detail: error_chain(&e),
         })
+    }
+
+    /// A node script (`*.check.sh`, `*.apply.sh`) with the node functions of `lib.sh` before it.
+    pub fn script(&self, name: &str, values: &impl Serialize) -> Result<String, RenderError> {
+        let lib = self.render("lib.sh", &serde_json::json!({}))?;
+        Ok(format!("{lib}\n{}", self.render(name, values)?))
     }
 
     /// `host slots=N` lines for `horovodrun --hostfile`.
@@ -290,20 +305,33 @@ mod tests {
         let values = json!({"role": "master", "gpus": 0, "config_hash": "abc", "ssh_port": 12345, "image": evil, "hosts": hosts()});
         let apply = r.render("container.apply.sh", &values).unwrap();
         assert!(apply.contains(&crate::ssh::shell_quote(evil)), "{apply}");
-        let v = json!({"role": "master", "clients": evil, "master": evil, "master_ip": evil});
-        let shared = r.render("shared.apply.sh", &v).unwrap();
-        assert_eq!(
-            shared.matches(&crate::ssh::shell_quote(evil)).count(),
-            2,
-            "{shared}"
+        // The /shared scripts: the subnet and the export location are refused before they are
+        // rendered; the master's name is quoted.
+        use crate::bootstrap::{shared_values, SharedInputs};
+        use crate::profile::StorageKind;
+        let inputs = |clients: &'static str, master: &'static str, export: Option<&'static str>| {
+            SharedInputs {
+                storage: if export.is_some() {
+                    StorageKind::Manila
+                } else {
+                    StorageKind::MasterNfs
+                },
+                clients,
+                master,
+                master_ip: "10.0.0.2",
+                export,
+            }
+        };
+        assert!(shared_values(&r, &inputs(evil, "m", None), "master").is_err());
+        assert!(shared_values(&r, &inputs("10.0.0.0/24", "m", Some(evil)), "worker").is_err());
+        let v = shared_values(&r, &inputs("10.0.0.0/24", evil, None), "master").unwrap();
+        let shared = r.script("shared.apply.sh", &v).unwrap();
+        assert!(shared.contains(&crate::ssh::shell_quote(evil)), "{shared}");
+        let w = json!({"role": "worker", "storage": "master-nfs", "clients": "", "master": "", "master_ip": evil, "export": "", "node_dir": "/etc/hvd-cluster", "ganesha_conf": ""});
+        assert!(
+            r.script("shared.apply.sh", &w).is_err(),
+            "a worker's master address must be an IP"
         );
-        let w = r
-            .render(
-                "shared.apply.sh",
-                &json!({"role": "worker", "clients": "", "master": "", "master_ip": evil}),
-            )
-            .unwrap();
-        assert!(w.contains(&crate::ssh::shell_quote(evil)), "{w}");
         // YAML stays one document with the value as data; the JSON line stays valid JSON.
         let text = cloud_config("c\"\n- x", "n: {a}\n#", "worker").unwrap();
         let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
@@ -314,15 +342,176 @@ mod tests {
     }
 
     #[test]
-    fn shared_steps_differ_by_role() {
+    fn shared_steps_differ_by_role_and_storage() {
+        use crate::bootstrap::{shared_values, SharedInputs};
+        use crate::profile::StorageKind;
         let r = Renderer::new().unwrap();
-        let v = |role: &str| json!({"role": role, "clients": "10.0.0.0/24", "master": "c-master", "master_ip": "10.0.0.2"});
-        let m = r.render("shared.apply.sh", &v("master")).unwrap();
-        assert!(m.contains("hvd-nfs-export /shared '10.0.0.0/24'"), "{m}");
-        let w = r.render("shared.apply.sh", &v("worker")).unwrap();
+        let nfs = SharedInputs {
+            storage: StorageKind::MasterNfs,
+            clients: "10.0.0.0/24",
+            master: "c-master",
+            master_ip: "10.0.0.2",
+            export: None,
+        };
+        let m = r
+            .script(
+                "shared.apply.sh",
+                &shared_values(&r, &nfs, "master").unwrap(),
+            )
+            .unwrap();
+        // Kernel NFS where the node can, nfs-ganesha (the stand-in) where it cannot.
         assert!(
-            w.contains("mount -t nfs4 -o vers=4.0,proto=tcp '10.0.0.2':/shared /shared"),
+            m.contains(
+                "printf '/shared %s(rw,sync,no_subtree_check,no_root_squash)\\n' '10.0.0.0/24'"
+            ),
+            "{m}"
+        );
+        assert!(m.contains("hvd_apt_install nfs-kernel-server"), "{m}");
+        assert!(
+            m.contains("hvd_apt_install nfs-ganesha nfs-ganesha-vfs"),
+            "{m}"
+        );
+        assert!(
+            m.contains("Clients = 10.0.0.0/24;\nHVD_GANESHA_EOF")
+                || m.contains("        Clients = 10.0.0.0/24;"),
+            "{m}"
+        );
+        assert!(
+            m.contains("\nHVD_GANESHA_EOF\n"),
+            "the heredoc ends on its own line: {m}"
+        );
+        assert!(
+            !m.contains("hvd-nfs-export"),
+            "no helper of the node image is needed: {m}"
+        );
+        let mc = r
+            .script(
+                "shared.check.sh",
+                &shared_values(&r, &nfs, "master").unwrap(),
+            )
+            .unwrap();
+        assert!(mc.contains("exportfs -s"), "{mc}");
+        let w = r
+            .script(
+                "shared.apply.sh",
+                &shared_values(&r, &nfs, "worker").unwrap(),
+            )
+            .unwrap();
+        assert!(w.contains("hvd_mount_shared 10.0.0.2:/shared"), "{w}");
+        assert!(w.contains("hvd_apt_install nfs-common"), "{w}");
+        let wc = r
+            .script(
+                "shared.check.sh",
+                &shared_values(&r, &nfs, "worker").unwrap(),
+            )
+            .unwrap();
+        assert!(
+            wc.contains("hvd_shared_mounted_from 10.0.0.2:/shared"),
+            "{wc}"
+        );
+        // The fstab line keeps the mount across reboots without blocking a boot.
+        assert!(w.contains("/shared nfs _netdev,nofail"), "{w}");
+
+        let manila = SharedInputs {
+            storage: StorageKind::Manila,
+            export: Some("10.254.0.7:/shares/share-1a2b"),
+            ..nfs
+        };
+        for role in ["master", "worker"] {
+            let v = shared_values(&r, &manila, role).unwrap();
+            let a = r.script("shared.apply.sh", &v).unwrap();
+            assert!(
+                a.contains("hvd_mount_shared '10.254.0.7:/shares/share-1a2b'"),
+                "{a}"
+            );
+            assert!(
+                !a.contains("nfs-kernel-server")
+                    || !a.contains("hvd_apt_install nfs-kernel-server"),
+                "{a}"
+            );
+            let c = r.script("shared.check.sh", &v).unwrap();
+            assert!(
+                c.contains("hvd_shared_mounted_from '10.254.0.7:/shares/share-1a2b'"),
+                "{c}"
+            );
+        }
+        let none = SharedInputs {
+            export: None,
+            ..manila
+        };
+        assert!(
+            shared_values(&r, &none, "worker").is_err(),
+            "no export location yet"
+        );
+    }
+
+    #[test]
+    fn docker_step_installs_everything_in_one_transaction() {
+        let r = Renderer::new().unwrap();
+        let a = |role: &str, storage: &str| {
+            r.script(
+                "docker.apply.sh",
+                &json!({"role": role, "storage": storage}),
+            )
+            .unwrap()
+        };
+        let m = a("master", "master-nfs");
+        assert!(m.contains("pkgs=\"docker.io apparmor zstd\""), "{m}");
+        assert!(m.contains("pkgs=\"$pkgs nfs-kernel-server\""), "{m}");
+        assert_eq!(m.matches("hvd_apt_install ").count(), 1, "{m}");
+        assert!(m.contains("DPkg::Lock::Timeout=300"), "{m}");
+        assert!(
+            m.contains("debian:12|debian:13|ubuntu:22.04|ubuntu:24.04"),
+            "{m}"
+        );
+        let w = a("worker", "master-nfs");
+        assert!(
+            w.contains("pkgs=\"$pkgs nfs-common\"")
+                && !w.contains("pkgs=\"$pkgs nfs-kernel-server\""),
             "{w}"
         );
+        assert!(a("master", "manila").contains("pkgs=\"$pkgs nfs-common\""));
+        assert!(!a("worker", "none").contains("pkgs=\"$pkgs nfs"));
+    }
+
+    #[test]
+    fn node_scripts_are_valid_bash() {
+        use crate::bootstrap::{shared_values, SharedInputs};
+        use crate::profile::StorageKind;
+        let r = Renderer::new().unwrap();
+        let mut scripts = Vec::new();
+        for storage in [StorageKind::MasterNfs, StorageKind::Manila] {
+            let inputs = SharedInputs {
+                storage,
+                clients: "10.0.0.0/24",
+                master: "c-master",
+                master_ip: "10.0.0.2",
+                export: Some("10.0.0.9:/s"),
+            };
+            for role in ["master", "worker"] {
+                let v = shared_values(&r, &inputs, role).unwrap();
+                scripts.push(r.script("shared.apply.sh", &v).unwrap());
+                scripts.push(r.script("shared.check.sh", &v).unwrap());
+                let d = json!({"role": role, "storage": crate::bootstrap::storage_name(storage)});
+                scripts.push(r.script("docker.apply.sh", &d).unwrap());
+                scripts.push(r.script("docker.check.sh", &d).unwrap());
+            }
+        }
+        for s in scripts {
+            let mut child = std::process::Command::new("bash")
+                .arg("-n")
+                .stdin(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}\n{s}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 }

@@ -116,6 +116,14 @@ impl AnyProvider {
         }
     }
 
+    /// The NFS export location of the cluster's Manila share (the local provider has none).
+    pub async fn share_export(&self, cluster: &str) -> Result<Option<String>, ProviderError> {
+        match self {
+            AnyProvider::OpenStack(p) => p.share_export(cluster).await,
+            AnyProvider::Local(_) => Ok(None),
+        }
+    }
+
     /// API calls made so far (0 for the local provider, which makes none).
     pub fn calls(&self) -> u64 {
         match self {

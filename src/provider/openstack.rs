@@ -96,6 +96,22 @@ impl OpenStackProvider {
         self.public_key = Some(Arc::from(key));
     }
 
+    /// The NFS export location of the cluster's Manila share (see [`pick_export`]), `None`
+    /// when the cluster has no share or the share has no location yet.
+    pub async fn share_export(&self, cluster: &str) -> Result<Option<String>, ProviderError> {
+        let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);
+        let name = Names(cluster).share();
+        let shares = self.os.share().list_shares(&meta).await?;
+        let Some(share) = shares
+            .iter()
+            .find(|s| s.name.as_deref() == Some(name.as_str()))
+        else {
+            return Ok(None);
+        };
+        let locations = self.os.share().export_locations(&share.id).await?;
+        Ok(pick_export(&locations))
+    }
+
     /// Looks up every flavor, image and network the profile names; an unknown one is an
     /// error that lists what the cloud has and suggests the nearest.
     pub async fn resolve(&mut self, p: &Profile) -> Result<(), ProviderError> {
@@ -967,8 +983,48 @@ pub fn gpus_in_extra_specs(specs: &BTreeMap<String, String>) -> u32 {
     0
 }
 
+/// The export location a node mounts: the preferred one Manila reports, else the first;
+/// never one only admins see (`is_admin_only`), which a tenant cannot reach.
+pub fn pick_export(locations: &[crate::openstack::share::ExportLocation]) -> Option<String> {
+    let usable: Vec<_> = locations
+        .iter()
+        .filter(|l| l.is_admin_only != Some(true) && !l.path.is_empty())
+        .collect();
+    usable
+        .iter()
+        .find(|l| l.preferred)
+        .or_else(|| usable.first())
+        .map(|l| l.path.clone())
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_preferred_export_a_tenant_can_reach_is_mounted() {
+        use crate::openstack::share::ExportLocation;
+        let loc = |path: &str, preferred: bool, admin: Option<bool>| ExportLocation {
+            id: None,
+            path: path.into(),
+            preferred,
+            is_admin_only: admin,
+        };
+        assert_eq!(pick_export(&[]), None);
+        assert_eq!(
+            pick_export(&[
+                loc("10.0.0.9:/a", false, None),
+                loc("10.0.0.5:/b", true, Some(false))
+            ]),
+            Some("10.0.0.5:/b".into())
+        );
+        assert_eq!(
+            pick_export(&[
+                loc("192.168.0.2:/admin", true, Some(true)),
+                loc("10.0.0.9:/a", false, None)
+            ]),
+            Some("10.0.0.9:/a".into())
+        );
+    }
     use super::*;
 
     #[test]

@@ -1,0 +1,426 @@
+//! The whole job on real virtual machines (issue 18): `up` with profiles/local-cloud-vms.toml
+//! against the local OpenStack cloud's VM host, whose servers of `debian-12-generic` (a stock
+//! Debian 12 cloud image: nothing of ours inside) are libvirt guests under qemu TCG on Linux
+//! bridges, with routers, SNAT, floating IPs and security groups enforced in nftables.
+//!
+//! One cluster (a master and a worker; VMs are expensive) carries every assertion: one qemu
+//! process per server; SSH to the master by its floating IP and to the worker through it;
+//! /shared on the worker a kernel NFS mount of the master; the check across every host; the
+//! Jupyter URL answering through `hvd-cluster jupyter`'s tunnel; the security groups proven
+//! from outside (the master's SSH answers from 203.0.113.5, inside `allowed_cidrs`, and not
+//! from 203.0.113.6; the worker's SSH and Horovod port unreachable from outside the group;
+//! Jupyter's port closed on the master's floating IP). Then `down` leaves no server, port,
+//! floating IP, security group, network, share, qemu process, bridge, tap or nftables rule.
+//!
+//! Needs the cloud with its VM host (`tests/cloud/install && tests/cloud/start`, libvirt
+//! installed), the Horovod image built here (scripts/build-images), root (network
+//! namespaces for tests/cloud/public-source, virsh). Takes ~25 minutes under emulation.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cloud::{clouds_yaml, leftovers, require_cloud, runtime};
+use common::TestCluster;
+use hvd_cluster::openstack::Query;
+
+const ALLOWED_SOURCE: &str = "203.0.113.5";
+const OUTSIDE_SOURCE: &str = "203.0.113.6";
+
+/// The cloud's own directory (tests/cloud of the tree that started it): its state, its tools.
+fn cloud_dir() -> PathBuf {
+    let yaml = clouds_yaml();
+    yaml.parent()
+        .and_then(|state| state.parent())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("tests/cloud"))
+}
+
+/// The cloud runs its VM host (nova-compute with the libvirt driver) and has the image.
+fn require_vm_host() {
+    let services = cloud_dir().join("state/services");
+    let listed = std::fs::read_to_string(&services).unwrap_or_default();
+    assert!(
+        listed.split_whitespace().any(|s| s == "nova-compute-vm"),
+        "the local cloud runs no VM host ({} lists no nova-compute-vm): install libvirt \
+         (tests/cloud/install) and restart the cloud with ENABLE_VM=1",
+        services.display()
+    );
+    let virsh = Command::new("virsh")
+        .args(["-c", "qemu:///system", "version"])
+        .output();
+    assert!(
+        virsh.is_ok_and(|o| o.status.success()),
+        "libvirtd does not answer (virsh -c qemu:///system version): the VM host is down"
+    );
+}
+
+fn require_horovod_image() {
+    let built = Command::new("docker")
+        .args(["image", "inspect", "hvd-cluster/horovod:tf2.12.1-hvd0.28.1"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        built,
+        "the Horovod image is not built here: run scripts/build-images"
+    );
+}
+
+/// True when a TCP connection to ADDR:PORT opens within 5 s, from this machine or, with
+/// `source`, from that address on the external network (tests/cloud/public-source).
+fn tcp_opens(source: Option<&str>, addr: &str, port: u16) -> bool {
+    let probe = format!("exec 3<>/dev/tcp/{addr}/{port}");
+    let mut cmd = match source {
+        Some(src) => {
+            let mut c = Command::new(cloud_dir().join("public-source"));
+            c.args([src, "timeout", "5", "bash", "-c", &probe]);
+            c
+        }
+        None => {
+            let mut c = Command::new("timeout");
+            c.args(["5", "bash", "-c", &probe]);
+            c
+        }
+    };
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `tcp_opens`, retried for a while (rules reach nftables asynchronously).
+fn eventually_opens(source: Option<&str>, addr: &str, port: u16, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if tcp_opens(source, addr, port) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+fn sh(command: &str) -> String {
+    let out = Command::new("bash")
+        .args(["-c", command])
+        .output()
+        .expect("run a shell command");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The qemu processes of libvirt guests, as command lines.
+fn qemu_processes() -> Vec<String> {
+    sh("pgrep -a -f '^[^ ]*qemu-system' || true")
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// A plain HTTP GET from this machine: (status line, body).
+fn http_get(url: &str) -> (String, String) {
+    let rest = url.strip_prefix("http://").expect("an http:// URL");
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut stream = std::net::TcpStream::connect(host).expect("connect to the Jupyter URL");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /{path} HTTP/1.0\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
+}
+
+/// What the cloud's data plane holds for the cluster, named by the ids Neutron and Nova
+/// gave it: qemu processes, libvirt domains, the network's bridge, the ports' taps and
+/// nftables rules naming them.
+struct DataPlane {
+    server_ids: Vec<String>,
+    network_id: String,
+    port_ids: Vec<String>,
+}
+
+impl DataPlane {
+    fn of(c: &TestCluster) -> DataPlane {
+        let status = c.status_json();
+        let ids = |kind: &str| -> Vec<String> {
+            status["resources"]
+                .as_array()
+                .expect("status lists resources")
+                .iter()
+                .filter(|r| r["kind"] == kind)
+                .filter_map(|r| r["id"].as_str().map(String::from))
+                .collect()
+        };
+        let server_ids = ids("server");
+        let network_id = ids("network").into_iter().next().expect("a network");
+        // Every port on the network: the servers', the router's, DHCP's.
+        let rt = runtime();
+        let os = rt.block_on(common::cloud::client("local-user"));
+        let ports = rt
+            .block_on(
+                os.network()
+                    .list_ports(&Query::new().eq("network_id", &network_id)),
+            )
+            .expect("list the network's ports");
+        DataPlane {
+            server_ids,
+            network_id,
+            port_ids: ports.into_iter().map(|p| p.id).collect(),
+        }
+    }
+
+    /// Every trace of the cluster still on this machine.
+    fn traces(&self) -> Vec<String> {
+        let mut left = Vec::new();
+        let qemu = qemu_processes();
+        for id in &self.server_ids {
+            let domain = sh(&format!(
+                "virsh -c qemu:///system domname {id} 2>/dev/null || true"
+            ));
+            let domain = domain.trim();
+            if !domain.is_empty() {
+                left.push(format!("libvirt domain {domain} (server {id})"));
+                let guest = format!("guest={domain},");
+                if qemu.iter().any(|p| p.contains(&guest) || p.contains(id)) {
+                    left.push(format!("qemu process of {domain}"));
+                }
+            } else if qemu.iter().any(|p| p.contains(id.as_str())) {
+                left.push(format!("qemu process of server {id}"));
+            }
+        }
+        let links = sh("ip -o link show");
+        let bridge = format!("brq{}", &self.network_id[..11.min(self.network_id.len())]);
+        if links.contains(&format!(": {bridge}")) {
+            left.push(format!("bridge {bridge}"));
+        }
+        let rules = sh("nft list ruleset 2>/dev/null");
+        for port in &self.port_ids {
+            let tap = format!("tap{}", &port[..11.min(port.len())]);
+            if links.contains(&format!(": {tap}")) {
+                left.push(format!("tap {tap}"));
+            }
+            if rules.contains(&tap) || rules.contains(&port[..11.min(port.len())]) {
+                left.push(format!("nftables rule for port {port}"));
+            }
+        }
+        if rules.contains(&bridge) {
+            left.push(format!("nftables rule for bridge {bridge}"));
+        }
+        left
+    }
+}
+
+#[test]
+fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_groups_and_down_leaves_nothing(
+) {
+    require_cloud();
+    require_vm_host();
+    require_horovod_image();
+    let c = TestCluster::new("local-cloud-vms.toml", "t-vms", |p| p);
+    let master = format!("{}-master", c.name);
+    let worker = format!("{}-worker-1", c.name);
+    let qemu_before = qemu_processes().len();
+    let mut data_plane = None;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let started = Instant::now();
+        let up = c.hvd(&["up", &c.profile]);
+        eprintln!("up took {:.0}s", started.elapsed().as_secs_f64());
+        data_plane = Some(DataPlane::of(&c));
+        assert!(up.status.success(), "up fails");
+        let out = String::from_utf8_lossy(&up.stdout).into_owned();
+
+        // Two libvirt guests: one qemu process per server, named by its instance name.
+        let dp = data_plane.as_ref().unwrap();
+        assert_eq!(dp.server_ids.len(), 2, "a master and a worker");
+        let qemu = qemu_processes();
+        assert!(
+            qemu.len() >= qemu_before + 2,
+            "one qemu process per server: {qemu:#?}"
+        );
+        for id in &dp.server_ids {
+            let domain = sh(&format!("virsh -c qemu:///system domname {id}"));
+            let domain = domain.trim();
+            assert!(
+                domain.starts_with("instance-"),
+                "server {id} is a libvirt domain: `{domain}`"
+            );
+            let guest = format!("guest={domain},");
+            assert_eq!(
+                qemu.iter().filter(|p| p.contains(&guest)).count(),
+                1,
+                "exactly one qemu process runs {domain}"
+            );
+        }
+
+        // The check passed across every host.
+        let check = out
+            .lines()
+            .find(|l| l.starts_with("check:"))
+            .expect("up prints the check");
+        assert!(check.contains("2 rank(s) joined"), "{check}");
+        assert!(
+            check.contains(&master) && check.contains(&worker),
+            "{check}"
+        );
+        assert!(check.contains("kernel NFS on"), "{check}");
+
+        // SSH: the master by its floating IP, the worker through the master.
+        let config = c.hvd(&["ssh-config", &c.profile]);
+        let config = String::from_utf8_lossy(&config.stdout).into_owned();
+        let block = |n: &str| {
+            config
+                .split("Host ")
+                .find(|b| b.starts_with(&format!("{n}\n")) || b.starts_with(&format!("{n} ")))
+                .unwrap_or_else(|| panic!("no Host {n} in:\n{config}"))
+                .to_string()
+        };
+        let fip = block(&master)
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("HostName "))
+            .expect("the master's HostName")
+            .to_string();
+        assert!(fip.starts_with("203.0.113."), "{config}");
+        assert!(block(&worker).contains("ProxyJump"), "{config}");
+        let kernel = c.on_node("master", &["uname", "-r"]);
+        assert!(!kernel.trim().is_empty());
+        let worker_ip = c
+            .on_node("worker-1", &["hostname", "-I"])
+            .split_whitespace()
+            .find(|a| a.starts_with("10.63."))
+            .expect("the worker's private address")
+            .to_string();
+
+        // /shared on the worker is the master's kernel NFS export, kept in fstab.
+        let mount = c.on_node(
+            "worker-1",
+            &["findmnt", "-n", "-t", "nfs4,nfs", "-o", "SOURCE", "/shared"],
+        );
+        let master_ip = c
+            .on_node("master", &["hostname", "-I"])
+            .split_whitespace()
+            .find(|a| a.starts_with("10.63."))
+            .expect("the master's private address")
+            .to_string();
+        assert_eq!(mount.trim(), format!("{master_ip}:/shared"));
+        let fstab = c.on_node("worker-1", &["cat", "/etc/fstab"]);
+        assert!(
+            fstab.contains(&format!("{master_ip}:/shared /shared nfs _netdev,nofail")),
+            "{fstab}"
+        );
+
+        // The Jupyter URL answers through `hvd-cluster jupyter`'s tunnel.
+        let mut tunnel = c
+            .command(&["jupyter", &c.profile])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start hvd-cluster jupyter");
+        let mut first = String::new();
+        BufReader::new(tunnel.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let url = first.split_whitespace().next().unwrap_or("").to_string();
+        assert!(
+            url.starts_with("http://127.0.0.1:"),
+            "jupyter said: {first}"
+        );
+        let (status, body) = http_get(&url);
+        let _ = tunnel.kill();
+        let _ = tunnel.wait();
+        assert!(status.contains(" 200 "), "{status}");
+        assert!(body.contains("JupyterLab"), "{body}");
+
+        // Security groups, from outside: SSH from inside allowed_cidrs, not from outside them.
+        assert!(
+            eventually_opens(Some(ALLOWED_SOURCE), &fip, 22, Duration::from_secs(30)),
+            "the master's SSH answers from {ALLOWED_SOURCE} (in allowed_cidrs)"
+        );
+        assert!(
+            !tcp_opens(Some(OUTSIDE_SOURCE), &fip, 22),
+            "the master's SSH must not answer from {OUTSIDE_SOURCE}"
+        );
+        // The worker's SSH and Horovod port: open inside the group, closed from outside it.
+        let listening = c.on_node("worker-1", &["ss", "-Htln"]);
+        assert!(listening.contains(":12345 "), "{listening}");
+        let inside = c.on_node(
+            "master",
+            &[
+                "timeout",
+                "5",
+                "bash",
+                "-c",
+                &format!("exec 3<>/dev/tcp/{worker_ip}/12345 && echo open"),
+            ],
+        );
+        assert!(
+            inside.contains("open"),
+            "the master reaches the worker's 12345"
+        );
+        for port in [22, 12345] {
+            assert!(
+                !tcp_opens(None, &worker_ip, port),
+                "the worker's port {port} must not answer from outside the cluster's group"
+            );
+            assert!(
+                !tcp_opens(Some(ALLOWED_SOURCE), &worker_ip, port),
+                "the worker's port {port} must not answer from {ALLOWED_SOURCE}"
+            );
+        }
+        // Jupyter listens on the master, yet its port is closed on the floating IP.
+        let listening = c.on_node("master", &["ss", "-Htln"]);
+        assert!(listening.contains(":8888 "), "{listening}");
+        assert!(
+            !tcp_opens(None, &fip, 8888),
+            "jupyter = \"tunnel\": port 8888 must be closed on {fip}"
+        );
+    }));
+
+    // down, also after a failure, then nothing of the cluster anywhere.
+    let down = c.hvd(&["down", &c.profile]);
+    let rt = runtime();
+    let os = rt.block_on(common::cloud::client("local-user"));
+    let left = rt.block_on(leftovers(&os, &c.name));
+    let mut traces = Vec::new();
+    if let Some(dp) = &data_plane {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            traces = dp.traces();
+            if traces.is_empty() || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_secs(3));
+        }
+    }
+    for src in [ALLOWED_SOURCE, OUTSIDE_SOURCE] {
+        let _ = Command::new(cloud_dir().join("public-source"))
+            .args(["--delete", src])
+            .status();
+    }
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+    assert!(down.status.success(), "down fails");
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "down leaves nothing in the cloud"
+    );
+    assert_eq!(
+        traces,
+        Vec::<String>::new(),
+        "down leaves no qemu process, bridge, tap or nftables rule"
+    );
+}
