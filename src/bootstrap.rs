@@ -717,31 +717,6 @@ pub fn master_load_command(zstd: bool, keep: bool) -> String {
     format!("sudo -n bash -c {}", ssh::shell_quote(&script))
 }
 
-#[cfg(test)]
-mod image_tests {
-    use super::*;
-
-    #[test]
-    fn the_master_decompresses_and_keeps_or_loads() {
-        assert_eq!(
-            master_load_command(true, true),
-            "sudo -n bash -c 'set -e -o pipefail; zstd -d -q -c > /var/tmp/hvd-cluster-image.tar'"
-        );
-        assert_eq!(
-            master_load_command(false, false),
-            "sudo -n bash -c 'set -e -o pipefail; cat | docker load -q >/dev/null'"
-        );
-        let t = Transfer {
-            what: "x".into(),
-            bytes: 160_000_000,
-            secs: 1.0,
-        };
-        assert_eq!(t.describe(), "image x: 160.0 MB in 1.0s, 160.0 MB/s");
-        assert_eq!(field("report bytes=12 secs=0.5", "bytes"), Some("12"));
-        assert_eq!(field("sha256=abc bytes=1", "sha"), None);
-    }
-}
-
 /// `docker save` here, over SSH to the master's `docker load`: zstd at a fast level when
 /// both ends have it (SSH is the slow part under emulation), else as it is.
 async fn send_image_to_master(
@@ -941,4 +916,29 @@ async fn fan_out_image(
         ))
         .await;
     fetched
+}
+
+#[cfg(test)]
+mod image_tests {
+    use super::*;
+
+    #[test]
+    fn the_master_decompresses_and_keeps_or_loads() {
+        assert_eq!(
+            master_load_command(true, true),
+            "sudo -n bash -c 'set -e -o pipefail; zstd -d -q -c > /var/tmp/hvd-cluster-image.tar'"
+        );
+        assert_eq!(
+            master_load_command(false, false),
+            "sudo -n bash -c 'set -e -o pipefail; cat | docker load -q >/dev/null'"
+        );
+        let t = Transfer {
+            what: "x".into(),
+            bytes: 160_000_000,
+            secs: 1.0,
+        };
+        assert_eq!(t.describe(), "image x: 160.0 MB in 1.0s, 160.0 MB/s");
+        assert_eq!(field("report bytes=12 secs=0.5", "bytes"), Some("12"));
+        assert_eq!(field("sha256=abc bytes=1", "sha"), None);
+    }
 }

@@ -1137,21 +1137,28 @@ kind = "manila"
         );
     }
 
+    /// The rules of the security group the plan creates under `group`.
+    fn created_group_rules(plan: &Plan, group: &str) -> Vec<Rule> {
+        plan.actions
+            .iter()
+            .find_map(|a| match a {
+                Action::Create {
+                    desired:
+                        Desired {
+                            name,
+                            spec: Spec::SecurityGroup { rules },
+                        },
+                } if name == group => Some(rules.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("the plan creates no security group {group}"))
+    }
+
     #[test]
     fn master_group_never_opens_to_anyone_else() {
         let p = profile(1);
         let plan = plan(&p, &Observation::default());
-        let rules = plan.actions.iter().find_map(|a| match a {
-            Action::Create {
-                desired:
-                    Desired {
-                        name,
-                        spec: Spec::SecurityGroup { rules },
-                    },
-            } if name == "demo-master-access" => Some(rules.clone()),
-            _ => None,
-        });
-        let rules = rules.unwrap();
+        let rules = created_group_rules(&plan, "demo-master-access");
         assert!(rules
             .iter()
             .all(|r| r.from == RuleSource::Cidr("198.51.100.0/24".into())));
@@ -1167,20 +1174,7 @@ kind = "manila"
         // travel inside the cluster: one rule, every port, from the group itself.
         let p = profile(1);
         let plan = plan(&p, &Observation::default());
-        let rules = plan
-            .actions
-            .iter()
-            .find_map(|a| match a {
-                Action::Create {
-                    desired:
-                        Desired {
-                            name,
-                            spec: Spec::SecurityGroup { rules },
-                        },
-                } if name == "demo-nodes" => Some(rules.clone()),
-                _ => None,
-            })
-            .unwrap();
+        let rules = created_group_rules(&plan, "demo-nodes");
         assert_eq!(
             rules,
             vec![Rule {

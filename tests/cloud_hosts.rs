@@ -13,13 +13,12 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use common::cloud::{client, leftovers, require_cloud, runtime};
-use common::{ElasticJob, TestCluster};
+use common::{http_get, ElasticJob, TestCluster};
 
 /// Both tests run several node containers with their own Docker engines: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -45,28 +44,6 @@ fn cloud_containers() -> BTreeSet<String> {
         .split_whitespace()
         .map(String::from)
         .collect()
-}
-
-/// A plain HTTP GET of `url` from this machine: (status line, body).
-fn http_get(url: &str) -> (String, String) {
-    let rest = url.strip_prefix("http://").expect("an http:// URL");
-    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let mut stream = std::net::TcpStream::connect(host).expect("connect to the Jupyter URL");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "GET /{path} HTTP/1.0\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    (
-        head.lines().next().unwrap_or("").to_string(),
-        body.to_string(),
-    )
 }
 
 fn server_id(c: &TestCluster, name: &str) -> String {

@@ -24,13 +24,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::cloud::{clouds_yaml, leftovers, require_cloud, runtime};
-use common::TestCluster;
+use common::{http_get, TestCluster};
 use hvd_cluster::openstack::Query;
 
 const ALLOWED_SOURCE: &str = "203.0.113.5";
@@ -125,28 +125,6 @@ fn qemu_processes() -> Vec<String> {
         .lines()
         .map(String::from)
         .collect()
-}
-
-/// A plain HTTP GET from this machine: (status line, body).
-fn http_get(url: &str) -> (String, String) {
-    let rest = url.strip_prefix("http://").expect("an http:// URL");
-    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let mut stream = std::net::TcpStream::connect(host).expect("connect to the Jupyter URL");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    write!(
-        stream,
-        "GET /{path} HTTP/1.0\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    (
-        head.lines().next().unwrap_or("").to_string(),
-        body.to_string(),
-    )
 }
 
 /// What the cloud's data plane holds for the cluster, named by the ids Neutron and Nova
