@@ -3,50 +3,15 @@
 //! with deadlines and one list call per resource kind per tick.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt, TryStreamExt};
 
-use crate::plan::{Desired, Health, Kind, Observation, Observed, Plan, Spec};
+use crate::plan::{Desired, Health, Kind, Observation, Observed, Plan};
 use crate::progress::Progress;
+use crate::provider::{Provider, ProviderError};
 use crate::state::{ClusterDir, ClusterState, Resource, StateError};
-
-/// A cloud (or the local Docker engine) as seen by the apply engine.
-pub trait Provider: Sync {
-    /// Every resource of the cluster, found by its tag (or name where the cloud has no tags).
-    fn observe(
-        &self,
-        cluster: &str,
-    ) -> impl Future<Output = Result<Vec<Observed>, ProviderError>> + Send;
-    /// The current state of every resource of one kind: one list call, for polling.
-    fn poll(
-        &self,
-        cluster: &str,
-        kind: Kind,
-    ) -> impl Future<Output = Result<Vec<Observed>, ProviderError>> + Send;
-    /// Creates one resource; `ids` holds the ids of everything created before it, by name.
-    fn create(
-        &self,
-        cluster: &str,
-        desired: &Desired,
-        ids: &BTreeMap<String, String>,
-    ) -> impl Future<Output = Result<String, ProviderError>> + Send;
-    /// Deletes one resource; a resource already gone is not an error.
-    fn delete(&self, old: &Observed) -> impl Future<Output = Result<(), ProviderError>> + Send;
-}
-
-/// A provider failure, already worded for the user.
-#[derive(Debug, thiserror::Error)]
-pub enum ProviderError {
-    #[error("{0}")]
-    Cloud(String),
-    #[error("quota exceeded: {0}")]
-    Quota(String),
-    #[error("{what}: {detail}")]
-    Resolve { what: String, detail: String },
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -106,17 +71,17 @@ fn waits_for_ready(kind: Kind) -> bool {
     )
 }
 
-pub struct Applier<'a, P: Provider> {
-    pub provider: &'a P,
+pub struct Applier<'a> {
+    pub provider: &'a dyn Provider,
     pub dir: &'a ClusterDir,
     pub progress: &'a Progress,
     pub deadlines: Deadlines,
     state: Mutex<ClusterState>,
 }
 
-impl<'a, P: Provider> Applier<'a, P> {
+impl<'a> Applier<'a> {
     pub fn new(
-        provider: &'a P,
+        provider: &'a dyn Provider,
         dir: &'a ClusterDir,
         progress: &'a Progress,
         state: ClusterState,
@@ -484,48 +449,47 @@ impl<'a, P: Provider> Applier<'a, P> {
     }
 }
 
-/// Keeps only resources whose kind is in `kinds` (for polls that share one list call).
-pub fn of_kind(resources: Vec<Observed>, kind: Kind) -> Vec<Observed> {
-    resources.into_iter().filter(|o| o.kind == kind).collect()
-}
-
-/// The server specs of a plan's desired state, for the summary printed after `up`.
-pub fn servers(plan: &Plan) -> Vec<&Desired> {
-    plan.actions
-        .iter()
-        .filter_map(|a| match a {
-            crate::plan::Action::Create { desired }
-            | crate::plan::Action::Keep { desired, .. }
-            | crate::plan::Action::Replace { desired, .. } => Some(desired),
-            crate::plan::Action::Delete { .. } => None,
-        })
-        .filter(|d| matches!(d.spec, Spec::Server { .. }))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::future::BoxFuture;
 
     struct Nothing;
 
     impl Provider for Nothing {
-        async fn observe(&self, _: &str) -> Result<Vec<Observed>, ProviderError> {
-            Ok(vec![])
+        fn blueprint(&self) -> &'static dyn crate::plan::Blueprint {
+            &crate::provider::local::LocalBlueprint
         }
-        async fn poll(&self, _: &str, _: Kind) -> Result<Vec<Observed>, ProviderError> {
-            Ok(vec![])
+        fn set_public_key(&mut self, _: String) {}
+        fn observe<'a>(
+            &'a self,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+            Box::pin(async { Ok(vec![]) })
         }
-        async fn create(
-            &self,
-            _: &str,
-            _: &Desired,
-            _: &BTreeMap<String, String>,
-        ) -> Result<String, ProviderError> {
-            Err(ProviderError::Cloud("not in this test".into()))
+        fn poll<'a>(
+            &'a self,
+            _: &'a str,
+            _: Kind,
+        ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+            Box::pin(async { Ok(vec![]) })
         }
-        async fn delete(&self, _: &Observed) -> Result<(), ProviderError> {
-            Ok(())
+        fn create<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a Desired,
+            _: &'a BTreeMap<String, String>,
+        ) -> BoxFuture<'a, Result<String, ProviderError>> {
+            Box::pin(async { Err(ProviderError::Cloud("not in this test".into())) })
+        }
+        fn delete<'a>(&'a self, _: &'a Observed) -> BoxFuture<'a, Result<(), ProviderError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn nodes<'a>(
+            &'a self,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<Vec<crate::state::Node>, ProviderError>> {
+            Box::pin(async { Ok(vec![]) })
         }
     }
 

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::profile::{ImageSource, Profile};
 use crate::progress::Progress;
 use crate::render::{self, HostSlots, RenderError, Renderer};
-use crate::ssh::{self, Host, Ssh, SshError};
+use crate::ssh::{self, Ssh, SshError};
 use crate::state::{ClusterDir, Node, StateError};
 
 #[derive(Debug, thiserror::Error)]
@@ -47,43 +47,6 @@ pub struct NodeSession {
     pub iface: String,
     /// The node's name and private address, checked, for the hostfile and discovery.
     pub host: HostSlots,
-}
-
-/// Writes the cluster's ssh_config (master by its public address when it has one, workers
-/// through the master) and returns its path.
-pub fn write_ssh_config(
-    dir: &ClusterDir,
-    user: &str,
-    nodes: &[Node],
-) -> Result<std::path::PathBuf, BootstrapError> {
-    let master = nodes
-        .iter()
-        .find(|n| n.role == "master")
-        .ok_or_else(|| BootstrapError::Other("the cluster has no master".into()))?;
-    let hosts: Vec<Host> = nodes
-        .iter()
-        .filter_map(|n| {
-            let is_master = n.role == "master";
-            let address = if is_master {
-                n.public_ip.clone().or_else(|| n.private_ip.clone())
-            } else {
-                n.private_ip.clone()
-            }?;
-            Some(Host {
-                alias: n.name.clone(),
-                address,
-                user: user.to_string(),
-                jump: (!is_master).then(|| master.name.clone()),
-            })
-        })
-        .collect();
-    let path = ssh::config_path(&dir.path);
-    crate::state::write_atomic(
-        &path,
-        ssh::render_config(&dir.path, &hosts)?.as_bytes(),
-        0o600,
-    )?;
-    Ok(path)
 }
 
 /// Connects to every node (master first: workers go through it), waiting with a deadline and

@@ -5,9 +5,12 @@
 //! Only [`openstack`] and the provider modules talk to the outside world.
 
 pub mod apply;
+pub mod args;
 pub mod bootstrap;
 pub mod check;
-pub mod cli;
+pub mod cluster;
+pub mod cmd;
+pub mod converge;
 pub mod images;
 pub mod input;
 pub mod openstack;

@@ -22,6 +22,16 @@ pub enum ProviderKind {
     Local,
 }
 
+impl ProviderKind {
+    /// What `validate` calls it.
+    pub fn label(self) -> &'static str {
+        match self {
+            ProviderKind::OpenStack => "OpenStack",
+            ProviderKind::Local => "local Docker",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {

@@ -7,19 +7,25 @@
 //! their tag only once their rules / interface exist, so one left half-made by an
 //! interrupted run is seen (by name) as failed and replaced, not kept.
 
+pub mod desired;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::apply::{Provider, ProviderError};
+use futures::future::BoxFuture;
+
 use crate::openstack::{
     self, CloudConfig, FloatingIpCreate, Interface, NetworkCreate, OpenStack, OpenStackError,
     Query, Remote, Resource, RouterCreate, RuleCreate, SecurityGroupCreate, Server, ServerCreate,
     ServerFilter, ServerNetwork, ServerStatus, ShareCreate, SubnetCreate, VolumeCreate,
 };
-use crate::plan::{FlavorSize, Health, Kind, Names, Observed, Quota, RuleSource, Spec};
+use crate::plan::{
+    Blueprint, Desired, FlavorSize, Health, Kind, Names, Observed, Plan, Quota, QuotaDelta,
+    RuleSource, Shortfall, Spec,
+};
 use crate::profile::{nearest, Profile};
-use crate::provider::Screen;
+use crate::provider::{Provider, ProviderError, Screen};
 use crate::state::Node;
 
 /// The tag (Nova, Neutron) and metadata key (Nova, Manila, Cinder) that mark a cluster's resources.
@@ -760,8 +766,9 @@ impl OpenStackProvider {
     }
 }
 
-impl Provider for OpenStackProvider {
-    async fn observe(&self, cluster: &str) -> Result<Vec<Observed>, ProviderError> {
+/// The provider's own calls, behind [`Provider`] below.
+impl OpenStackProvider {
+    pub async fn observe(&self, cluster: &str) -> Result<Vec<Observed>, ProviderError> {
         let kinds = crate::plan::Kind::ALL;
         let found = futures::future::try_join_all(
             kinds.iter().map(|k| self.observe_kind(cluster, *k, false)),
@@ -770,11 +777,11 @@ impl Provider for OpenStackProvider {
         Ok(found.into_iter().flatten().collect())
     }
 
-    async fn poll(&self, cluster: &str, kind: Kind) -> Result<Vec<Observed>, ProviderError> {
+    pub async fn poll(&self, cluster: &str, kind: Kind) -> Result<Vec<Observed>, ProviderError> {
         self.observe_kind(cluster, kind, true).await
     }
 
-    async fn create(
+    pub async fn create(
         &self,
         cluster: &str,
         d: &crate::plan::Desired,
@@ -868,7 +875,7 @@ impl Provider for OpenStackProvider {
         }
     }
 
-    async fn delete(&self, old: &Observed) -> Result<(), ProviderError> {
+    pub async fn delete(&self, old: &Observed) -> Result<(), ProviderError> {
         let net = self.os.network();
         match old.kind {
             Kind::Keypair => self.os.compute().delete_keypair(&old.id).await?,
@@ -995,6 +1002,73 @@ pub fn pick_export(locations: &[crate::openstack::share::ExportLocation]) -> Opt
         .find(|l| l.preferred)
         .or_else(|| usable.first())
         .map(|l| l.path.clone())
+}
+
+impl Provider for OpenStackProvider {
+    fn blueprint(&self) -> &'static dyn Blueprint {
+        &desired::OpenStackBlueprint
+    }
+
+    fn resolve<'a>(&'a mut self, p: &'a Profile) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(OpenStackProvider::resolve(self, p))
+    }
+
+    fn set_public_key(&mut self, key: String) {
+        OpenStackProvider::set_public_key(self, key)
+    }
+
+    fn observe<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+        Box::pin(OpenStackProvider::observe(self, cluster))
+    }
+
+    fn poll<'a>(
+        &'a self,
+        cluster: &'a str,
+        kind: Kind,
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+        Box::pin(OpenStackProvider::poll(self, cluster, kind))
+    }
+
+    fn create<'a>(
+        &'a self,
+        cluster: &'a str,
+        desired: &'a Desired,
+        ids: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<String, ProviderError>> {
+        Box::pin(OpenStackProvider::create(self, cluster, desired, ids))
+    }
+
+    fn delete<'a>(&'a self, old: &'a Observed) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(OpenStackProvider::delete(self, old))
+    }
+
+    fn nodes<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<Vec<Node>, ProviderError>> {
+        Box::pin(OpenStackProvider::nodes(self, cluster))
+    }
+
+    fn shortfalls<'a>(
+        &'a self,
+        plan: &'a Plan,
+    ) -> BoxFuture<'a, Result<Vec<Shortfall>, ProviderError>> {
+        Box::pin(async move {
+            let delta = QuotaDelta::of(plan, |f| self.flavor_size(f));
+            Ok(crate::plan::shortfalls(&delta, &self.quotas().await?))
+        })
+    }
+
+    fn share_export<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(OpenStackProvider::share_export(self, cluster))
+    }
+
+    fn calls(&self) -> u64 {
+        OpenStackProvider::calls(self)
+    }
 }
 
 #[cfg(test)]
