@@ -21,3 +21,4 @@ pub mod provider;
 pub mod render;
 pub mod ssh;
 pub mod state;
+pub mod wait;
