@@ -12,6 +12,7 @@ use crate::plan::{Desired, Health, Kind, Observation, Observed, Plan};
 use crate::progress::Progress;
 use crate::provider::{Provider, ProviderError};
 use crate::state::{ClusterDir, ClusterState, Resource, StateError};
+use crate::wait::{wait_until, Probe, WaitError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -69,6 +70,12 @@ fn waits_for_ready(kind: Kind) -> bool {
         kind,
         Kind::Server | Kind::Share | Kind::Volume | Kind::VolumeAttachment
     )
+}
+
+/// What [`Applier::wait_ready`] still waits for, and how often each was made again.
+struct Waiting {
+    left: BTreeMap<String, Desired>,
+    retries: BTreeMap<String, u32>,
 }
 
 pub struct Applier<'a> {
@@ -288,7 +295,6 @@ impl<'a> Applier<'a> {
     /// Polls one list call per tick until every named resource is ready. One that fails is
     /// deleted and created again, a bounded number of times.
     async fn wait_ready(&self, kind: Kind, desired: Vec<Desired>) -> Result<(), ApplyError> {
-        let cluster = self.dir.cluster.clone();
         let deadline = match kind {
             Kind::Server => self.deadlines.server_active,
             _ => self.deadlines.share_available,
@@ -302,32 +308,72 @@ impl<'a> Applier<'a> {
             .progress
             .bar(&format!("{kind}s {target}"), desired.len() as u64);
         let started = Instant::now();
-        let mut retries: BTreeMap<String, u32> = BTreeMap::new();
-        let mut left: BTreeMap<String, Desired> =
-            desired.into_iter().map(|d| (d.name.clone(), d)).collect();
-        loop {
-            let seen = self
-                .provider
-                .poll(&cluster, kind)
+        let waiting = Mutex::new(Waiting {
+            left: desired.into_iter().map(|d| (d.name.clone(), d)).collect(),
+            retries: BTreeMap::new(),
+        });
+        let (waiting, bar_ref) = (&waiting, &bar);
+        let waited = wait_until(deadline, self.deadlines.tick, move || async move {
+            self.ready_tick(kind, waiting, bar_ref)
                 .await
-                .map_err(ApplyError::Observe)?;
-            let mut status = Vec::new();
-            for (name, d) in left.clone() {
-                match seen.iter().find(|o| o.name == name) {
-                    Some(Observed {
-                        health: Health::Ready,
+                .unwrap_or_else(Probe::Failed)
+        })
+        .await;
+        match waited {
+            Ok(()) => {
+                bar.finish_and_clear();
+                self.progress.line(format!(
+                    "  ✓ {kind}s {target} after {:.0}s",
+                    started.elapsed().as_secs_f64()
+                ));
+                Ok(())
+            }
+            Err(WaitError::Failed(e)) => Err(e),
+            Err(WaitError::TimedOut { last, secs }) => {
+                bar.abandon();
+                Err(ApplyError::Timeout {
+                    what: format!("{kind}s to be {target}: {last}"),
+                    secs,
+                })
+            }
+        }
+    }
+
+    /// One poll of [`Applier::wait_ready`]: ready resources leave `waiting`, failed ones are
+    /// deleted and created again (or end the wait once out of retries).
+    async fn ready_tick(
+        &self,
+        kind: Kind,
+        waiting: &Mutex<Waiting>,
+        bar: &indicatif::ProgressBar,
+    ) -> Result<Probe<(), ApplyError>, ApplyError> {
+        let cluster = self.dir.cluster.clone();
+        let lock = || waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = self
+            .provider
+            .poll(&cluster, kind)
+            .await
+            .map_err(ApplyError::Observe)?;
+        let mut status = Vec::new();
+        let left = lock().left.clone();
+        for (name, d) in left {
+            match seen.iter().find(|o| o.name == name) {
+                Some(Observed {
+                    health: Health::Ready,
+                    ..
+                }) => {
+                    lock().left.remove(&name);
+                    bar.inc(1);
+                }
+                Some(
+                    o @ Observed {
+                        health: Health::Failed(reason),
                         ..
-                    }) => {
-                        left.remove(&name);
-                        bar.inc(1);
-                    }
-                    Some(
-                        o @ Observed {
-                            health: Health::Failed(reason),
-                            ..
-                        },
-                    ) => {
-                        let tries = retries.entry(name.clone()).or_insert(0);
+                    },
+                ) => {
+                    let tries = {
+                        let mut w = lock();
+                        let tries = w.retries.entry(name.clone()).or_insert(0);
                         if *tries >= self.deadlines.recreate_retries {
                             bar.abandon();
                             return Err(ApplyError::Failed {
@@ -337,47 +383,36 @@ impl<'a> Applier<'a> {
                             });
                         }
                         *tries += 1;
-                        self.progress.line(format!("  ! {kind} {name} failed ({reason}); deleting and creating it again ({tries}/{})", self.deadlines.recreate_retries));
-                        self.delete_and_wait(&[o]).await?;
-                        let ids = self.ids();
-                        let id =
-                            self.provider
-                                .create(&cluster, &d, &ids)
-                                .await
-                                .map_err(|source| ApplyError::Step {
-                                    action: "re-creating",
-                                    kind,
-                                    name: name.clone(),
-                                    source,
-                                })?;
-                        self.record(&name, kind, Some(&id))?;
-                    }
-                    Some(_) => status.push(name),
-                    // Not listed yet (eventual consistency right after create): keep waiting.
-                    None => status.push(name),
+                        *tries
+                    };
+                    self.progress.line(format!("  ! {kind} {name} failed ({reason}); deleting and creating it again ({tries}/{})", self.deadlines.recreate_retries));
+                    self.delete_and_wait(&[o]).await?;
+                    let ids = self.ids();
+                    let id = self
+                        .provider
+                        .create(&cluster, &d, &ids)
+                        .await
+                        .map_err(|source| ApplyError::Step {
+                            action: "re-creating",
+                            kind,
+                            name: name.clone(),
+                            source,
+                        })?;
+                    self.record(&name, kind, Some(&id))?;
                 }
+                Some(_) => status.push(name),
+                // Not listed yet (eventual consistency right after create): keep waiting.
+                None => status.push(name),
             }
-            if left.is_empty() {
-                bar.finish_and_clear();
-                self.progress.line(format!(
-                    "  ✓ {kind}s {target} after {:.0}s",
-                    started.elapsed().as_secs_f64()
-                ));
-                return Ok(());
-            }
-            bar.set_message(format!("waiting for {}", status.join(", ")));
-            if started.elapsed() > deadline {
-                bar.abandon();
-                return Err(ApplyError::Timeout {
-                    what: format!(
-                        "{kind}s to be {target}: {}",
-                        left.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                    secs: deadline.as_secs(),
-                });
-            }
-            tokio::time::sleep(self.deadlines.tick).await;
         }
+        let w = lock();
+        if w.left.is_empty() {
+            return Ok(Probe::Ready(()));
+        }
+        bar.set_message(format!("waiting for {}", status.join(", ")));
+        Ok(Probe::Waiting(
+            w.left.keys().cloned().collect::<Vec<_>>().join(", "),
+        ))
     }
 
     async fn delete_level(&self, level: &[&Observed]) -> Result<(), ApplyError> {
@@ -407,7 +442,7 @@ impl<'a> Applier<'a> {
         let cluster = self.dir.cluster.clone();
         let kinds: BTreeSet<Kind> = olds.iter().map(|o| o.kind).collect();
         for kind in kinds {
-            let mut left: BTreeSet<&str> = olds
+            let left: BTreeSet<&str> = olds
                 .iter()
                 .filter(|o| o.kind == kind)
                 .map(|o| o.id.as_str())
@@ -415,30 +450,38 @@ impl<'a> Applier<'a> {
             let bar = self
                 .progress
                 .bar(&format!("{kind}s gone"), left.len() as u64);
-            let started = Instant::now();
-            loop {
-                let seen = self
-                    .provider
-                    .poll(&cluster, kind)
-                    .await
-                    .map_err(ApplyError::Observe)?;
-                let before = left.len();
-                left.retain(|id| seen.iter().any(|o| o.id == *id));
-                bar.inc((before - left.len()) as u64);
-                if left.is_empty() {
-                    break;
-                }
-                if started.elapsed() > self.deadlines.deleted {
+            let left = Mutex::new(left);
+            let (left, bar_ref, cluster) = (&left, &bar, &cluster);
+            let waited = wait_until(
+                self.deadlines.deleted,
+                self.deadlines.tick,
+                move || async move {
+                    let seen = match self.provider.poll(cluster, kind).await {
+                        Ok(seen) => seen,
+                        Err(e) => return Probe::Failed(ApplyError::Observe(e)),
+                    };
+                    let mut left = left.lock().unwrap_or_else(|p| p.into_inner());
+                    let before = left.len();
+                    left.retain(|id| seen.iter().any(|o| o.id == *id));
+                    bar_ref.inc((before - left.len()) as u64);
+                    if left.is_empty() {
+                        Probe::Ready(())
+                    } else {
+                        Probe::Waiting(left.iter().copied().collect::<Vec<_>>().join(", "))
+                    }
+                },
+            )
+            .await;
+            match waited {
+                Ok(()) => {}
+                Err(WaitError::Failed(e)) => return Err(e),
+                Err(WaitError::TimedOut { last, secs }) => {
                     bar.abandon();
                     return Err(ApplyError::Timeout {
-                        what: format!(
-                            "{kind}s to be deleted: {}",
-                            left.into_iter().collect::<Vec<_>>().join(", ")
-                        ),
-                        secs: self.deadlines.deleted.as_secs(),
+                        what: format!("{kind}s to be deleted: {last}"),
+                        secs,
                     });
                 }
-                tokio::time::sleep(self.deadlines.tick).await;
             }
             bar.finish_and_clear();
             for old in olds.iter().filter(|o| o.kind == kind) {

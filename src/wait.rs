@@ -1,7 +1,9 @@
 //! One way to wait for something: [`wait_until`] polls a probe until it is ready, fails, or
 //! the deadline passes, sleeping between tries; the probe says what it is still waiting for,
-//! so a timeout can say it too.
+//! so a timeout can say it too. The probe is a closure returning a future (`move || async
+//! move { .. }`), which keeps the wait `Send` inside a provider's boxed futures.
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 /// What one try found.
@@ -27,11 +29,15 @@ pub enum WaitError<E> {
 
 /// Tries `probe` until it is ready or fails; after a try that is still waiting, gives up once
 /// `deadline` has passed since the first try, else sleeps `every` and tries again.
-pub async fn wait_until<T, E>(
+pub async fn wait_until<T, E, F, Fut>(
     deadline: Duration,
     every: Duration,
-    mut probe: impl AsyncFnMut() -> Probe<T, E>,
-) -> Result<T, WaitError<E>> {
+    mut probe: F,
+) -> Result<T, WaitError<E>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Probe<T, E>>,
+{
     let started = Instant::now();
     loop {
         match probe().await {
@@ -56,10 +62,11 @@ mod tests {
 
     #[tokio::test]
     async fn ready_failed_and_timed_out() {
-        let mut tries = 0;
+        let tries = std::sync::atomic::AtomicU32::new(0);
+        let tries = &tries;
         let got: Result<u32, WaitError<()>> =
-            wait_until(Duration::from_secs(5), Duration::ZERO, async || {
-                tries += 1;
+            wait_until(Duration::from_secs(5), Duration::ZERO, move || async move {
+                let tries = tries.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                 if tries < 3 {
                     Probe::Waiting(format!("try {tries}"))
                 } else {
@@ -69,13 +76,13 @@ mod tests {
             .await;
         assert_eq!(got.ok(), Some(3));
         let failed: Result<(), WaitError<&str>> =
-            wait_until(Duration::from_secs(5), Duration::ZERO, async || {
+            wait_until(Duration::from_secs(5), Duration::ZERO, || async {
                 Probe::Failed("gone")
             })
             .await;
         assert!(matches!(failed, Err(WaitError::Failed("gone"))));
         let late: Result<(), WaitError<()>> =
-            wait_until(Duration::ZERO, Duration::ZERO, async || {
+            wait_until(Duration::ZERO, Duration::ZERO, || async {
                 Probe::Waiting("still building".into())
             })
             .await;

@@ -274,8 +274,9 @@ async fn wait_collective_ssh(
             ssh::shell_quote(&ip)
         );
         let left = deadline.saturating_sub(started.elapsed());
-        wait_until(left, Duration::from_secs(1), async || {
-            match master.ssh.sudo(&probe).await {
+        let probe = &probe;
+        wait_until(left, Duration::from_secs(1), move || async move {
+            match master.ssh.sudo(probe).await {
                 Ok(_) => Probe::Ready(()),
                 Err(e) => Probe::<(), ()>::Waiting(e.to_string()),
             }

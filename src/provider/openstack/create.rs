@@ -4,7 +4,7 @@
 //! failed and replaced.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{tag, OpenStackProvider, META_KEY};
 use crate::openstack::{
@@ -13,6 +13,7 @@ use crate::openstack::{
 };
 use crate::plan::{Kind, Names, Observed, RuleSource, Spec};
 use crate::provider::ProviderError;
+use crate::wait::{wait_until, Probe, WaitError};
 
 impl OpenStackProvider {
     async fn create_security_group(
@@ -108,24 +109,29 @@ impl OpenStackProvider {
                 ..ShareCreate::default()
             })
             .await?;
-        let started = Instant::now();
-        loop {
-            match api.get_share(&share.id).await? {
-                Some(s) if s.is_available() => break,
-                Some(s) if s.is_error() => {
-                    return Err(ProviderError::Cloud(format!(
+        let (api, id) = (&api, share.id.as_str());
+        wait_until(
+            Duration::from_secs(300),
+            Duration::from_secs(2),
+            move || async move {
+                match api.get_share(id).await {
+                    Ok(Some(s)) if s.is_available() => Probe::Ready(()),
+                    Ok(Some(s)) if s.is_error() => Probe::Failed(ProviderError::Cloud(format!(
                         "share {name} went to status {}",
                         s.status.unwrap_or_default()
-                    )))
+                    ))),
+                    Ok(_) => Probe::Waiting(format!("share {name} to be available")),
+                    Err(e) => Probe::Failed(e.into()),
                 }
-                _ if started.elapsed() > Duration::from_secs(300) => {
-                    return Err(ProviderError::Cloud(format!(
-                        "share {name} not available after 300s"
-                    )))
-                }
-                _ => tokio::time::sleep(Duration::from_secs(2)).await,
+            },
+        )
+        .await
+        .map_err(|e| match e {
+            WaitError::Failed(e) => e,
+            WaitError::TimedOut { .. } => {
+                ProviderError::Cloud(format!("share {name} not available after 300s"))
             }
-        }
+        })?;
         api.allow_ip_access(&share.id, cidr, true).await?;
         Ok(share.id)
     }
