@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::bootstrap::{self, BootstrapError, NodeSession};
 use crate::cmd::{Context, Error, Target};
 use crate::input::{self, ClusterName, CLUSTER_NAME_RULE};
+use crate::plan::Role;
 use crate::profile::{self, JupyterAccess, Profile};
 use crate::provider::{self, Place, Provider};
 use crate::ssh::{self, Host};
@@ -105,7 +106,7 @@ pub async fn target(
 /// Slots per node: stated in the profile, else one per GPU, else one.
 pub fn nodes_with_slots(p: &Profile, mut nodes: Vec<Node>) -> Vec<Node> {
     for n in &mut nodes {
-        let (slots, gpus) = if n.role == "master" {
+        let (slots, gpus) = if n.role == Role::Master {
             (p.master.slots, None)
         } else {
             (p.workers.slots, p.workers.gpus)
@@ -133,13 +134,13 @@ impl Reach<'_> {
         let master = self
             .nodes
             .iter()
-            .find(|n| n.role == "master")
+            .find(|n| n.role == Role::Master)
             .ok_or_else(|| BootstrapError::Other("the cluster has no master".into()))?;
         let hosts: Vec<Host> = self
             .nodes
             .iter()
             .filter_map(|n| {
-                let is_master = n.role == "master";
+                let is_master = n.role == Role::Master;
                 let address = if is_master {
                     n.public_ip.clone().or_else(|| n.private_ip.clone())
                 } else {

@@ -13,7 +13,7 @@ use crate::cmd::output::{print_check, print_nodes, summary};
 use crate::cmd::{Context, Error};
 use crate::images;
 use crate::input;
-use crate::plan::{self, Health, Plan, Shortfall};
+use crate::plan::{self, Health, Plan, Role, Shortfall};
 use crate::profile::{self, Profile};
 use crate::provider::{self, Place, Provider};
 use crate::render::HostSlots;
@@ -146,7 +146,7 @@ async fn drain_leaving_workers(
         .map(|o| o.name.as_str())
         .collect();
     let known = dir.load()?.nodes;
-    let Some(master) = known.iter().find(|n| n.role == "master") else {
+    let Some(master) = known.iter().find(|n| n.role == Role::Master) else {
         return Ok(());
     };
     if leaving.is_empty() || !known.iter().any(|n| leaving.contains(&n.name.as_str())) {
@@ -163,7 +163,7 @@ async fn drain_leaving_workers(
     // From the state file: checked again, like anything read from outside.
     let staying: Vec<HostSlots> = known
         .iter()
-        .filter(|n| n.role != "master" && !leaving.contains(&n.name.as_str()))
+        .filter(|n| n.role != Role::Master && !leaving.contains(&n.name.as_str()))
         .map(|n| {
             let ip = n
                 .private_ip
@@ -197,7 +197,7 @@ async fn probe_workers(
     observed: &mut plan::Observation,
 ) -> Result<(), Error> {
     let known = dir.load()?.nodes;
-    if !known.iter().any(|n| n.role == "master") || !dir.private_key().exists() {
+    if !known.iter().any(|n| n.role == Role::Master) || !dir.private_key().exists() {
         return Ok(());
     }
     let reach = Reach {

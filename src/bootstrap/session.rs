@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures::future::try_join_all;
 
 use super::BootstrapError;
+use crate::plan::Role;
 use crate::progress::Progress;
 use crate::render::HostSlots;
 use crate::ssh::Ssh;
@@ -31,7 +32,7 @@ pub async fn connect_all(
     deadline: Duration,
 ) -> Result<Vec<NodeSession>, BootstrapError> {
     let mut ordered: Vec<&Node> = nodes.iter().collect();
-    ordered.sort_by_key(|n| n.role != "master");
+    ordered.sort_by_key(|n| n.role != Role::Master);
     let (master, workers) = ordered
         .split_first()
         .ok_or_else(|| BootstrapError::Other("no nodes".into()))?;

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::{BootstrapError, Inputs, NodeSession, NODE_DIR};
+use crate::plan::Role;
 use crate::profile::{Profile, StorageKind};
 use crate::render::{self, HostSlots, Renderer};
 use crate::state::Node;
@@ -260,7 +261,7 @@ fn shared_step_values(f: &Facts<'_>, s: &NodeSession) -> Result<Value, Bootstrap
         master_ip: &master_ip,
         export: f.inputs.share_export.as_deref(),
     };
-    shared_values(&f.renderer, &shared, &s.node.role)
+    shared_values(&f.renderer, &shared, s.node.role.as_str())
 }
 
 /// The values of shared.check.sh / shared.apply.sh for a node of `role`. The subnet and the
@@ -318,7 +319,7 @@ fn container_values(f: &Facts<'_>, s: &NodeSession) -> Result<Value, BootstrapEr
         f.image_id.as_bytes(),
         &f.public_key,
         f.inputs.jupyter_token.as_bytes(),
-        s.node.role.as_bytes(),
+        s.node.role.as_str().as_bytes(),
         // How the container is run: a new mount or flag recreates it.
         render::template_source("container.apply.sh")
             .unwrap_or_default()
@@ -330,7 +331,7 @@ fn container_values(f: &Facts<'_>, s: &NodeSession) -> Result<Value, BootstrapEr
     h.update(p.container.ssh_port.to_string());
     let config_hash = hex::encode(&h.finalize()[..8]);
     let values = ContainerValues {
-        role: &s.node.role,
+        role: s.node.role.as_str(),
         gpus: s.node.gpus,
         config_hash: &config_hash,
         ssh_port: p.container.ssh_port,
@@ -344,7 +345,7 @@ fn container_values(f: &Facts<'_>, s: &NodeSession) -> Result<Value, BootstrapEr
 /// The cluster key (both halves), the node-name ssh_config, the check job, and on the master
 /// the Jupyter token, the hostfile and the discovery script.
 pub async fn write_files(f: &Facts<'_>, s: &NodeSession) -> Result<(), BootstrapError> {
-    let is_master = s.node.role == "master";
+    let is_master = s.node.role == Role::Master;
     s.ssh
         .write_file(
             &format!("{NODE_DIR}/ssh/authorized_keys"),

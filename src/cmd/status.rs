@@ -8,7 +8,7 @@ use super::{Context, Error, Target};
 use crate::apply::ApplyError;
 use crate::bootstrap;
 use crate::cluster::{self, Reach};
-use crate::plan::Health;
+use crate::plan::{Health, Role};
 use crate::ssh;
 use crate::state::{self, ClusterDir};
 
@@ -40,7 +40,7 @@ async fn mark_discovery(dir: &ClusterDir, nodes: &mut [state::Node]) {
     let (Some(user), true) = (saved.ssh_user, dir.private_key().exists()) else {
         return;
     };
-    let Some(master) = nodes.iter().find(|n| n.role == "master").cloned() else {
+    let Some(master) = nodes.iter().find(|n| n.role == Role::Master).cloned() else {
         return;
     };
     let reach = Reach {
@@ -64,7 +64,7 @@ async fn mark_discovery(dir: &ClusterDir, nodes: &mut [state::Node]) {
         return;
     };
     let listed: Vec<&str> = listed.lines().filter_map(|l| l.split(':').next()).collect();
-    for n in nodes.iter_mut().filter(|n| n.role != "master") {
+    for n in nodes.iter_mut().filter(|n| n.role != Role::Master) {
         n.in_discovery = Some(listed.contains(&n.name.as_str()));
     }
 }

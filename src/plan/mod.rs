@@ -89,12 +89,29 @@ impl fmt::Display for Kind {
     }
 }
 
-/// A server's part in the cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// A server's part in the cluster (in state and JSON: `master`, `worker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Master,
+    #[default]
     Worker,
+}
+
+impl Role {
+    /// As the templates, the state file and the container's configuration hash spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Master => "master",
+            Role::Worker => "worker",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
 }
 
 /// One firewall rule of a security group.

@@ -387,3 +387,12 @@ fn a_manila_share_is_granted_to_the_clusters_subnet() {
     with_cidr.network.cidr = Some("10.64.0.0/24".into());
     assert_eq!(share(&with_cidr), "10.64.0.0/24");
 }
+
+#[test]
+fn roles_are_spelled_as_state_files_and_templates_have_them() {
+    assert_eq!(serde_json::to_string(&Role::Master).unwrap(), "\"master\"");
+    let saved: Role = serde_json::from_str("\"worker\"").unwrap();
+    assert_eq!(saved, Role::Worker);
+    assert_eq!(format!("{:<7}|", Role::Master), "master |");
+    assert_eq!(Role::Worker.as_str(), "worker");
+}

@@ -171,7 +171,7 @@ impl LocalProvider {
             nodes.push(Node {
                 name: c.names.clone(),
                 // The screen below gives the role by the name, not by a label.
-                role: String::new(),
+                role: Role::default(),
                 private_ip: ip,
                 public_ip: None,
                 slots: 1,
@@ -217,14 +217,7 @@ impl LocalProvider {
             &docker_volume,
         ])
         .await?;
-        let role_label = format!(
-            "hvd-role={}",
-            if role == Role::Master {
-                "master"
-            } else {
-                "worker"
-            }
-        );
+        let role_label = format!("hvd-role={role}");
         let mut args: Vec<String> = vec![
             "run".into(),
             "-d".into(),

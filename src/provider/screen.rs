@@ -75,17 +75,19 @@ impl Screen {
             .filter_map(|n| {
                 let role = self.server_role(cluster, &n.name)?;
                 Some(Node {
-                    role: match role {
-                        Role::Master => "master".into(),
-                        Role::Worker => "worker".into(),
-                    },
+                    role,
                     private_ip: self.address(&n.name, "private", n.private_ip.as_deref()),
                     public_ip: self.address(&n.name, "public", n.public_ip.as_deref()),
                     ..n
                 })
             })
             .collect();
-        kept.sort_by_key(|n| (n.role != "master", names.worker_index(&n.name).unwrap_or(0)));
+        kept.sort_by_key(|n| {
+            (
+                n.role != Role::Master,
+                names.worker_index(&n.name).unwrap_or(0),
+            )
+        });
         kept
     }
 }
@@ -98,7 +100,11 @@ mod tests {
     fn node(name: &str, role: &str, private_ip: &str, public_ip: Option<&str>) -> Node {
         Node {
             name: name.into(),
-            role: role.into(),
+            role: if role == "master" {
+                Role::Master
+            } else {
+                Role::Worker
+            },
             private_ip: Some(private_ip.into()),
             public_ip: public_ip.map(String::from),
             slots: 1,

@@ -207,10 +207,7 @@ impl OpenStackProvider {
             .iter()
             .map(|g| lookup(ids, g).map(str::to_string))
             .collect::<Result<Vec<_>, _>>()?;
-        let role_name = match role {
-            crate::plan::Role::Master => "master",
-            crate::plan::Role::Worker => "worker",
-        };
+        let role_name = role.as_str();
         let id = self
             .os
             .compute()

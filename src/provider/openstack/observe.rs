@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::{gpus_in_extra_specs, tag, OpenStackProvider, META_KEY};
 use crate::openstack::{OpenStackError, Query, Server, ServerFilter, ServerStatus};
-use crate::plan::{Health, Kind, Names, Observed};
+use crate::plan::{Health, Kind, Names, Observed, Role};
 use crate::provider::ProviderError;
 use crate::state::Node;
 
@@ -58,7 +58,7 @@ impl OpenStackProvider {
                 Node {
                     name: s.name.clone().unwrap_or_default(),
                     // The screen below gives the role by the name, not by metadata.
-                    role: String::new(),
+                    role: Role::default(),
                     private_ip,
                     public_ip,
                     slots: gpus.max(1),
