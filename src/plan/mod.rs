@@ -2,8 +2,8 @@
 //!
 //! A provider's [`Blueprint`] lists what a cluster needs (`desired`); a provider observes what
 //! exists (found by the cluster's tag); [`plan`] diffs the two into create / keep / replace /
-//! delete actions that [`crate::apply`] runs level by level; [`quota`] says what a plan adds
-//! to the project's usage. The model (kinds, specs, actions) is here; [`names`] says what
+//! delete actions that [`crate::apply`] runs level by level; `quota` says what a plan adds
+//! to the project's usage. The model (kinds, specs, actions) is here; `names` says what
 //! every resource is called.
 
 mod diff;

@@ -1,6 +1,6 @@
 //! The cluster profile: a TOML file parsed into [`Profile`], checked without any network call.
 //!
-//! The schema is here; [`diagnostics`] says where an error is (file, line, column, field,
+//! The schema is here; `diagnostics` says where an error is (file, line, column, field,
 //! the nearest valid key), `validate` holds the checks a parsed profile must pass.
 
 mod diagnostics;

@@ -13,7 +13,7 @@ use super::Method;
 /// server); other transport failures such as a reset mid-call or a timeout, and HTTP 500,
 /// for idempotent methods only (GET, PUT, DELETE, HEAD: a POST may have created something);
 /// 429, 502, 503, 504 for any method (honouring `Retry-After`); 409 only when the caller
-/// opted in ([`Request::retry_on_conflict`]) and it is not over-quota. Nothing else.
+/// opted in ([`super::Request::retry_on_conflict`]) and it is not over-quota. Nothing else.
 #[derive(Debug, Clone)]
 pub struct RetryPolicy {
     /// Attempts in all, the first included.

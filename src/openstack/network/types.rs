@@ -415,5 +415,5 @@ impl PortCreate {
     }
 }
 
-/// Neutron quota usage: `used` is read into [`super::QuotaUsage::in_use`].
+/// Neutron quota usage: `used` is read into [`crate::openstack::QuotaUsage::in_use`].
 pub type NetworkQuotaUsages = QuotaUsages;
