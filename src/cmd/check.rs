@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::output::{print_check, to_json};
+use super::output::{emit, print_check};
 use super::{Context, Error};
 use crate::check;
 use crate::cluster;
@@ -14,10 +14,6 @@ pub async fn check(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> 
     let opened = existing.open(ctx).await?;
     let url = opened.jupyter_url(p, existing.provider.as_ref()).await?;
     let report = check::run(p, &opened.sessions, Some(&url.reachable)).await?;
-    if json {
-        println!("{}", to_json(&report));
-    } else {
-        print_check(&report);
-    }
+    emit(json, &report, || print_check(&report));
     Ok(0)
 }

@@ -14,6 +14,24 @@ pub fn to_json(value: &impl Serialize) -> String {
         .unwrap_or_else(|e| format!("{{\"error\": \"cannot encode output: {e}\"}}"))
 }
 
+/// The one way a command prints its result: `value` as JSON with `--json`, else `human`.
+pub fn emit(json: bool, value: &impl Serialize, human: impl FnOnce()) {
+    if json {
+        println!("{}", to_json(value));
+    } else {
+        human();
+    }
+}
+
+/// `plan --json`.
+#[derive(Serialize)]
+pub struct PlanReport<'a> {
+    pub cluster: &'a str,
+    pub plan: &'a Plan,
+    pub counts: plan::PlanCounts,
+    pub quota_shortfalls: &'a [plan::Shortfall],
+}
+
 /// One line: how many resources a plan creates, replaces, deletes and keeps.
 pub fn summary(plan: &Plan) -> String {
     let c = plan.counts();

@@ -3,22 +3,11 @@
 
 use std::path::Path;
 
-use serde::Serialize;
-
-use super::output::to_json;
+use super::output::{emit, PlanReport};
 use super::{Context, Error, PLAN_HAS_CHANGES};
 use crate::converge;
-use crate::plan::{self, Plan, Shortfall};
 use crate::profile;
 use crate::state::ClusterDir;
-
-#[derive(Serialize)]
-struct PlanReport<'a> {
-    cluster: &'a str,
-    plan: &'a Plan,
-    counts: plan::PlanCounts,
-    quota_shortfalls: &'a [Shortfall],
-}
 
 pub async fn plan(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
     let p = profile::load(file)?;
@@ -26,17 +15,13 @@ pub async fn plan(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
     let dir = ClusterDir::look(&ctx.state_root, &p.name)?;
     let provider = converge::connect(ctx, &p).await?;
     let (plan, shortfalls) = converge::prepare(ctx, &p, &dir, provider.as_ref()).await?;
-    if json {
-        let report = PlanReport {
-            cluster: &p.name,
-            plan: &plan,
-            counts: plan.counts(),
-            quota_shortfalls: &shortfalls,
-        };
-        println!("{}", to_json(&report));
-    } else {
-        println!("cluster `{}`:\n{plan}", p.name);
-    }
+    let report = PlanReport {
+        cluster: &p.name,
+        plan: &plan,
+        counts: plan.counts(),
+        quota_shortfalls: &shortfalls,
+    };
+    emit(json, &report, || println!("cluster `{}`:\n{plan}", p.name));
     if !shortfalls.is_empty() {
         return Err(Error::Quota(shortfalls));
     }

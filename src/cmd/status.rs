@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::output::{print_status, to_json, StatusReport};
+use super::output::{emit, print_status, StatusReport};
 use super::{Context, Error, Target};
 use crate::apply::ApplyError;
 use crate::bootstrap;
@@ -18,19 +18,13 @@ pub async fn status(ctx: &Context, target: Target, json: bool) -> Result<u8, Err
     let mut nodes = provider.nodes(&name).await?;
     mark_discovery(&dir, &mut nodes).await;
     let healthy = !observed.is_empty() && observed.iter().all(|o| o.health == Health::Ready);
-    if json {
-        println!(
-            "{}",
-            to_json(&StatusReport {
-                cluster: &name,
-                resources: &observed,
-                nodes: &nodes,
-                healthy
-            })
-        );
-    } else {
-        print_status(&name, &observed, &nodes);
-    }
+    let report = StatusReport {
+        cluster: &name,
+        resources: &observed,
+        nodes: &nodes,
+        healthy,
+    };
+    emit(json, &report, || print_status(&name, &observed, &nodes));
     Ok(0)
 }
 
