@@ -402,3 +402,35 @@ pub async fn write_files(f: &Facts<'_>, s: &NodeSession) -> Result<(), Bootstrap
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_run_in_order_and_their_templates_reach_the_renderer() {
+        let names: Vec<&str> = STEPS.iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "cloud-init",
+                "docker",
+                "gpu runtime",
+                "shared",
+                "image",
+                "keys and files",
+                "container",
+                "collective ssh"
+            ]
+        );
+        for t in templates() {
+            assert_eq!(render::template_source(t.name), Some(t.text), "{}", t.name);
+        }
+        assert_eq!(templates().count(), 9);
+        let r = Renderer::new().unwrap();
+        assert!(r
+            .render("cloud-init.check.sh", &json!({}))
+            .unwrap()
+            .contains("cloud-init"));
+    }
+}
