@@ -384,6 +384,7 @@ mod tests {
         );
         // The fstab line keeps the mount across reboots without blocking a boot.
         assert!(w.contains("/shared nfs _netdev,nofail"), "{w}");
+        assert!(w.contains("x-systemd.before=docker.service"), "{w}");
 
         let manila = SharedInputs {
             storage: StorageKind::Manila,

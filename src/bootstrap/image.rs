@@ -1,6 +1,7 @@
 //! The Horovod image on every node: `pull` on each node, or (`transfer`, `build`) sent once
-//! from this machine to the master over SSH (zstd when both ends have it), then from the
-//! master to the workers over plain TCP on the private network, sha256 checked.
+//! from this machine to the master over SSH (zstd when every end has it), kept there as it
+//! came, then from the master to the workers over plain TCP on the private network, streamed
+//! into `docker load` (checked by its size, zstd's frame checksum and docker's layer digests).
 
 use std::process::Stdio;
 
@@ -78,12 +79,22 @@ pub(super) async fn ensure_image(
                 .copied()
                 .filter(|s| s.node.name != master.node.name)
                 .collect();
+            // zstd on this machine and on every node that gets the image: the image then crosses
+            // every link compressed and the master keeps it compressed for the workers.
+            let zstd = local_has_zstd().await
+                && try_join_all(missing.iter().map(|s| async move {
+                    Ok::<bool, BootstrapError>(s.ssh.run("command -v zstd").await.is_ok())
+                }))
+                .await?
+                .into_iter()
+                .all(|has| has);
+            let file = ImageFile { zstd };
             let mut received = false;
             if missing.iter().any(|s| s.node.name == master.node.name) {
                 bars[0].set_message(format!("sending {image} to the master"));
                 // Keep the bytes the master received for the workers (no second `docker save`).
                 let keep = !workers.is_empty();
-                let sent = send_image_to_master(master, image, keep).await?;
+                let sent = send_image_to_master(master, image, file, keep).await?;
                 progress.line(format!("{}: {}", master.node.name, sent.describe()));
                 received = keep;
             }
@@ -101,15 +112,19 @@ pub(super) async fn ensure_image(
                     let started = std::time::Instant::now();
                     master
                         .ssh
-                        .sudo(&format!("docker load -q -i {IMAGE_TAR} >/dev/null"))
+                        .sudo(&format!(
+                            "set -e -o pipefail\n{} {} | docker load -q >/dev/null",
+                            file.decompress(),
+                            file.path()
+                        ))
                         .await
                         .map(|_| Some(started.elapsed().as_secs_f64()))
                 };
                 let (loaded, fanned) = tokio::join!(
                     master_load,
-                    fan_out_image(master, &workers, image, received)
+                    fan_out_image(master, &workers, image, file, received)
                 );
-                let _ = master.ssh.sudo(&format!("rm -f {IMAGE_TAR}")).await;
+                let _ = master.ssh.sudo(&format!("rm -f {}", file.path())).await;
                 if let Some(secs) = loaded? {
                     progress.line(format!("{}: docker load {secs:.1}s", master.node.name));
                 }
@@ -126,8 +141,41 @@ pub(super) async fn ensure_image(
 /// security group admits every port from its own members).
 pub const IMAGE_PORT: u16 = 12346;
 
-/// Where the image file waits on the master and lands on a worker.
-const IMAGE_TAR: &str = "/var/tmp/hvd-cluster-image.tar";
+/// The image as a file on the master, waiting for the workers: zstd-compressed when every end
+/// has zstd (a third of the bytes on every link and on the master's disk), else the plain tar.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ImageFile {
+    pub zstd: bool,
+}
+
+impl ImageFile {
+    pub fn path(self) -> &'static str {
+        if self.zstd {
+            "/var/tmp/hvd-cluster-image.tar.zst"
+        } else {
+            "/var/tmp/hvd-cluster-image.tar"
+        }
+    }
+    /// The command that turns the file's bytes (a path argument or stdin) back into the tar.
+    pub fn decompress(self) -> &'static str {
+        if self.zstd {
+            "zstd -d -q -c"
+        } else {
+            "cat"
+        }
+    }
+}
+
+async fn local_has_zstd() -> bool {
+    tokio::process::Command::new("zstd")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
 
 /// One image transfer: what went over the wire, how long it took, how.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,17 +221,18 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counting<R> {
     }
 }
 
-/// The command the master runs on the image stream from this machine: decompress when it
-/// came compressed, keep a copy for the workers when asked, `docker load`.
-pub fn master_load_command(zstd: bool, keep: bool) -> String {
-    let source = if zstd { "zstd -d -q -c" } else { "cat" };
-    // Kept as a file, the master loads it while it serves it to the workers.
-    let sink = if keep {
-        format!("> {IMAGE_TAR}")
+/// The command the master runs on the image stream from this machine: kept as it came (the
+/// file the workers fetch; the master loads it while it serves them), or decompressed straight
+/// into `docker load` when no worker needs it.
+pub fn master_load_command(file: ImageFile, keep: bool) -> String {
+    let script = if keep {
+        format!("set -e -o pipefail; cat > {}", file.path())
     } else {
-        "| docker load -q >/dev/null".to_string()
+        format!(
+            "set -e -o pipefail; {} | docker load -q >/dev/null",
+            file.decompress()
+        )
     };
-    let script = format!("set -e -o pipefail; {source} {sink}");
     format!("sudo -n bash -c {}", ssh::shell_quote(&script))
 }
 
@@ -192,17 +241,10 @@ pub fn master_load_command(zstd: bool, keep: bool) -> String {
 async fn send_image_to_master(
     master: &NodeSession,
     image: &str,
+    file: ImageFile,
     keep: bool,
 ) -> Result<Transfer, BootstrapError> {
-    let local_zstd = tokio::process::Command::new("zstd")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .await
-        .map(|s| s.success())
-        .unwrap_or(false);
-    let remote_zstd = local_zstd && master.ssh.run("command -v zstd").await.is_ok();
+    let remote_zstd = file.zstd;
     let mut save = tokio::process::Command::new("docker")
         .args(["save", image])
         .stdout(Stdio::piped())
@@ -242,7 +284,7 @@ async fn send_image_to_master(
     };
     master
         .ssh
-        .pipe_into(&master_load_command(remote_zstd, keep), counted)
+        .pipe_into(&master_load_command(file, keep), counted)
         .await?;
     let secs = started.elapsed().as_secs_f64();
     let status = save
@@ -264,7 +306,7 @@ async fn send_image_to_master(
         what: if remote_zstd {
             "to the master over SSH (zstd -1)".into()
         } else {
-            "to the master over SSH (uncompressed: zstd missing on one end)".into()
+            "to the master over SSH (uncompressed: zstd missing here or on a node)".into()
         },
         bytes: count.load(std::sync::atomic::Ordering::Relaxed),
         secs,
@@ -277,18 +319,23 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
 }
 
-/// The master → workers leg over plain TCP inside the cluster: the master saves the image
-/// (or keeps what it received), computes its sha256 and serves it once to each worker's
-/// address on its private address, port [`IMAGE_PORT`]; each worker fetches it, checks the
-/// sha256 and loads it. Returns a line per transfer.
+/// The master → workers leg over plain TCP inside the cluster: the master keeps what it
+/// received (or saves the image, compressed when `file.zstd`) and serves it once to each
+/// worker's address on its private address, port [`IMAGE_PORT`]; each worker streams it
+/// through zstd straight into `docker load`, with no copy on its disk. The byte count is checked
+/// on arrival, the content by zstd's frame checksum and docker's layer digests (a damaged layer
+/// fails `docker load` with "invalid diffID"), so no separate sha256 pass, which costs minutes
+/// in an emulated guest. Returns a line per transfer.
 async fn fan_out_image(
     master: &NodeSession,
     workers: &[&NodeSession],
     image: &str,
+    file: ImageFile,
     received: bool,
 ) -> Result<Vec<String>, BootstrapError> {
     let quoted_image = ssh::shell_quote(image);
     let master_ip = master.host.address().to_string();
+    let path = file.path();
     master
         .ssh
         .write_file(
@@ -299,22 +346,21 @@ async fn fan_out_image(
         .await?;
     // What the master just received is the image; anything else there may be stale.
     let save = if received {
-        format!("test -s {IMAGE_TAR}")
+        format!("test -s {path}")
+    } else if file.zstd {
+        format!("rm -f {path}; docker save {quoted_image} | zstd -1 -T0 -q -c > {path}")
     } else {
-        format!("rm -f {IMAGE_TAR}; docker save -o {IMAGE_TAR} {quoted_image}")
+        format!("rm -f {path}; docker save -o {path} {quoted_image}")
     };
     let prepared = master
         .ssh
         .sudo(&format!(
-            "set -e\n{save}\necho \"sha256=$(sha256sum {IMAGE_TAR} | cut -d' ' -f1) bytes=$(stat -c %s {IMAGE_TAR})\"\n"
+            "set -e -o pipefail\n{save}\necho \"bytes=$(stat -c %s {path})\"\n"
         ))
         .await?;
-    let (Some(sha), Some(bytes)) = (
-        field(&prepared, "sha256").map(str::to_string),
-        field(&prepared, "bytes").and_then(|b| b.parse::<u64>().ok()),
-    ) else {
+    let Some(bytes) = field(&prepared, "bytes").and_then(|b| b.parse::<u64>().ok()) else {
         return Err(BootstrapError::Other(format!(
-            "{}: could not read the image file's size and sha256: {}",
+            "{}: could not read the image file's size: {}",
             master.node.name,
             prepared.trim()
         )));
@@ -330,7 +376,7 @@ async fn fan_out_image(
         .ssh
         .sudo(&format!(
             "set -e\n[ ! -s {pidfile} ] || kill \"$(cat {pidfile})\" 2>/dev/null || true\n\
-             setsid nohup python3 {NODE_DIR}/image_serve.py {ip} {IMAGE_PORT} {IMAGE_TAR} 900 {addrs} > {log} 2>&1 < /dev/null &\n\
+             setsid nohup python3 {NODE_DIR}/image_serve.py {ip} {IMAGE_PORT} {path} 900 {addrs} > {log} 2>&1 < /dev/null &\n\
              echo $! > {pidfile}\n\
              for _ in $(seq 1 100); do grep -q listening {log} && exit 0; kill -0 \"$(cat {pidfile})\" 2>/dev/null || break; sleep 0.1; done\n\
              cat {log} >&2; exit 1\n",
@@ -339,42 +385,41 @@ async fn fan_out_image(
         ))
         .await?;
     let fetched = try_join_all(workers.iter().map(|w| {
-        let sha = &sha;
         let master_ip = &master_ip;
         let quoted_image = &quoted_image;
         async move {
             w.ssh
-                .write_file(&format!("{NODE_DIR}/image_fetch.py"), render::IMAGE_FETCH.as_bytes(), 0o755)
+                .write_file(
+                    &format!("{NODE_DIR}/image_fetch.py"),
+                    render::IMAGE_FETCH.as_bytes(),
+                    0o755,
+                )
                 .await?;
             let out = w
                 .ssh
-                .sudo(&format!(
-                    "set -e\nreport=$(python3 {NODE_DIR}/image_fetch.py {ip} {IMAGE_PORT} {IMAGE_TAR} {sha} {bytes})\n\
-                     t0=$(date +%s%N)\ndocker load -q -i {IMAGE_TAR} >/dev/null\nrm -f {IMAGE_TAR}\n\
-                     docker image inspect {quoted_image} >/dev/null\n\
-                     echo \"$report load_ms=$(( ($(date +%s%N) - t0) / 1000000 ))\"\n",
-                    ip = ssh::shell_quote(master_ip),
-                    sha = ssh::shell_quote(sha),
-                ))
+                .sudo(&worker_fetch_command(master_ip, bytes, file, quoted_image))
                 .await
                 .map_err(|e| BootstrapError::Step {
                     node: w.node.name.clone(),
                     step: "image".into(),
                     detail: e.to_string(),
                 })?;
-            let got = field(&out, "bytes").and_then(|b| b.parse::<u64>().ok()).unwrap_or(0);
-            let secs = field(&out, "secs").and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
-            let load_ms = field(&out, "load_ms").unwrap_or("?").to_string();
+            let got = field(&out, "bytes")
+                .and_then(|b| b.parse::<u64>().ok())
+                .unwrap_or(0);
+            let secs = field(&out, "secs")
+                .and_then(|s| s.parse::<f64>().ok())
+                .unwrap_or(0.0);
             let t = Transfer {
-                what: format!("master -> {} over plain TCP :{IMAGE_PORT}", w.node.name),
+                what: format!(
+                    "master -> {} over plain TCP :{IMAGE_PORT}{}, streamed into docker load",
+                    w.node.name,
+                    if file.zstd { " (zstd)" } else { "" }
+                ),
                 bytes: got,
                 secs,
             };
-            Ok::<String, BootstrapError>(format!(
-                "{}: {} (sha256 checked), docker load {load_ms} ms",
-                w.node.name,
-                t.describe()
-            ))
+            Ok::<String, BootstrapError>(format!("{}: {}", w.node.name, t.describe()))
         }
     }))
     .await;
@@ -388,20 +433,45 @@ async fn fan_out_image(
     fetched
 }
 
+/// What a worker runs (under sudo) to take the image from the master: fetch | decompress |
+/// docker load, every stage's failure failing the whole (pipefail); prints `bytes= secs=`.
+pub fn worker_fetch_command(
+    master_ip: &str,
+    bytes: u64,
+    file: ImageFile,
+    quoted_image: &str,
+) -> String {
+    let report = "/run/hvd-cluster-image-fetch.report";
+    format!(
+        "set -e -o pipefail\nrm -f {report}\n\
+         python3 {NODE_DIR}/image_fetch.py {ip} {IMAGE_PORT} {bytes} {report} | {decompress} | docker load -q >/dev/null\n\
+         docker image inspect {quoted_image} >/dev/null\ncat {report}\n",
+        ip = ssh::shell_quote(master_ip),
+        decompress = file.decompress(),
+    )
+}
+
 #[cfg(test)]
 mod image_tests {
     use super::*;
 
     #[test]
-    fn the_master_decompresses_and_keeps_or_loads() {
+    fn the_master_keeps_the_stream_as_it_came_or_loads_it() {
+        let zstd = ImageFile { zstd: true };
+        let plain = ImageFile { zstd: false };
         assert_eq!(
-            master_load_command(true, true),
-            "sudo -n bash -c 'set -e -o pipefail; zstd -d -q -c > /var/tmp/hvd-cluster-image.tar'"
+            master_load_command(zstd, true),
+            "sudo -n bash -c 'set -e -o pipefail; cat > /var/tmp/hvd-cluster-image.tar.zst'"
         );
         assert_eq!(
-            master_load_command(false, false),
+            master_load_command(zstd, false),
+            "sudo -n bash -c 'set -e -o pipefail; zstd -d -q -c | docker load -q >/dev/null'"
+        );
+        assert_eq!(
+            master_load_command(plain, false),
             "sudo -n bash -c 'set -e -o pipefail; cat | docker load -q >/dev/null'"
         );
+        assert_eq!(plain.path(), "/var/tmp/hvd-cluster-image.tar");
         let t = Transfer {
             what: "x".into(),
             bytes: 160_000_000,
@@ -410,5 +480,18 @@ mod image_tests {
         assert_eq!(t.describe(), "image x: 160.0 MB in 1.0s, 160.0 MB/s");
         assert_eq!(field("report bytes=12 secs=0.5", "bytes"), Some("12"));
         assert_eq!(field("sha256=abc bytes=1", "sha"), None);
+    }
+
+    #[test]
+    fn a_worker_streams_the_image_into_docker_load_and_fails_with_any_stage() {
+        let c = worker_fetch_command("10.0.0.5", 42, ImageFile { zstd: true }, "'img:1'");
+        assert!(c.starts_with("set -e -o pipefail\n"), "{c}");
+        assert!(
+            c.contains("image_fetch.py '10.0.0.5' 12346 42 /run/hvd-cluster-image-fetch.report | zstd -d -q -c | docker load -q"),
+            "{c}"
+        );
+        assert!(c.contains("docker image inspect 'img:1'"), "{c}");
+        let plain = worker_fetch_command("10.0.0.5", 42, ImageFile { zstd: false }, "'img:1'");
+        assert!(plain.contains("| cat | docker load"), "{plain}");
     }
 }

@@ -20,7 +20,9 @@ use crate::ssh::{self, SshError};
 use crate::state::{ClusterDir, StateError};
 use crate::wait::{wait_until, Probe, WaitError};
 
-pub use image::{local_image_id, master_load_command, Transfer, IMAGE_PORT};
+pub use image::{
+    local_image_id, master_load_command, worker_fetch_command, ImageFile, Transfer, IMAGE_PORT,
+};
 pub use session::{connect_all, NodeSession};
 pub use steps::{shared_values, storage_name, SharedInputs};
 use steps::{Does, Facts, Runs, Step, STEPS};

@@ -28,7 +28,14 @@ hvd_apt_install() {
   export DEBIAN_FRONTEND=noninteractive
   hvd_apt="apt-get -q -y -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
   if [ ! -e /run/hvd-cluster-apt-updated ]; then
-    $hvd_apt update >/dev/null && touch /run/hvd-cluster-apt-updated
+    # bounded retry: on a fresh Ubuntu guest the first boot's apt timers hold the lists lock
+    hvd_try=1
+    until $hvd_apt update >/dev/null; do
+      [ "$hvd_try" -lt 4 ] || return 1
+      echo "apt-get update failed (try $hvd_try of 4); again in 10 s" >&2
+      hvd_try=$((hvd_try + 1)); sleep 10
+    done
+    touch /run/hvd-cluster-apt-updated
   fi
   echo "installing$hvd_missing" >&2
   # shellcheck disable=SC2086
@@ -60,7 +67,8 @@ hvd_kernel_nfs_client() {
 
 # /shared from SOURCE (host:/path) with the kernel NFS client, kept in /etc/fstab across
 # reboots (_netdev: after the network; nofail: a missing server does not stop the boot).
-hvd_fstab_line() { printf '%s /shared nfs _netdev,nofail,hard,proto=tcp 0 0\n' "$1"; }
+# x-systemd.before: after a reboot Docker (whose containers bind-mount /shared) starts after it
+hvd_fstab_line() { printf '%s /shared nfs _netdev,nofail,hard,proto=tcp,x-systemd.before=docker.service 0 0\n' "$1"; }
 hvd_mount_shared() {  # SOURCE
   mkdir -p /shared
   HVD_LINE=$(hvd_fstab_line "$1") awk '$2 != "/shared" { print } END { print ENVIRON["HVD_LINE"] }' /etc/fstab > /etc/fstab.hvd-new
