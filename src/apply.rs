@@ -3,50 +3,16 @@
 //! with deadlines and one list call per resource kind per tick.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt, TryStreamExt};
 
-use crate::plan::{Desired, Health, Kind, Observation, Observed, Plan, Spec};
+use crate::plan::{Desired, Health, Kind, Observation, Observed, Plan};
 use crate::progress::Progress;
+use crate::provider::{Provider, ProviderError};
 use crate::state::{ClusterDir, ClusterState, Resource, StateError};
-
-/// A cloud (or the local Docker engine) as seen by the apply engine.
-pub trait Provider: Sync {
-    /// Every resource of the cluster, found by its tag (or name where the cloud has no tags).
-    fn observe(
-        &self,
-        cluster: &str,
-    ) -> impl Future<Output = Result<Vec<Observed>, ProviderError>> + Send;
-    /// The current state of every resource of one kind: one list call, for polling.
-    fn poll(
-        &self,
-        cluster: &str,
-        kind: Kind,
-    ) -> impl Future<Output = Result<Vec<Observed>, ProviderError>> + Send;
-    /// Creates one resource; `ids` holds the ids of everything created before it, by name.
-    fn create(
-        &self,
-        cluster: &str,
-        desired: &Desired,
-        ids: &BTreeMap<String, String>,
-    ) -> impl Future<Output = Result<String, ProviderError>> + Send;
-    /// Deletes one resource; a resource already gone is not an error.
-    fn delete(&self, old: &Observed) -> impl Future<Output = Result<(), ProviderError>> + Send;
-}
-
-/// A provider failure, already worded for the user.
-#[derive(Debug, thiserror::Error)]
-pub enum ProviderError {
-    #[error("{0}")]
-    Cloud(String),
-    #[error("quota exceeded: {0}")]
-    Quota(String),
-    #[error("{what}: {detail}")]
-    Resolve { what: String, detail: String },
-}
+use crate::wait::{wait_until, Probe, WaitError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -106,17 +72,23 @@ fn waits_for_ready(kind: Kind) -> bool {
     )
 }
 
-pub struct Applier<'a, P: Provider> {
-    pub provider: &'a P,
+/// What [`Applier::wait_ready`] still waits for, and how often each was made again.
+struct Waiting {
+    left: BTreeMap<String, Desired>,
+    retries: BTreeMap<String, u32>,
+}
+
+pub struct Applier<'a> {
+    pub provider: &'a dyn Provider,
     pub dir: &'a ClusterDir,
     pub progress: &'a Progress,
     pub deadlines: Deadlines,
     state: Mutex<ClusterState>,
 }
 
-impl<'a, P: Provider> Applier<'a, P> {
+impl<'a> Applier<'a> {
     pub fn new(
-        provider: &'a P,
+        provider: &'a dyn Provider,
         dir: &'a ClusterDir,
         progress: &'a Progress,
         state: ClusterState,
@@ -323,7 +295,6 @@ impl<'a, P: Provider> Applier<'a, P> {
     /// Polls one list call per tick until every named resource is ready. One that fails is
     /// deleted and created again, a bounded number of times.
     async fn wait_ready(&self, kind: Kind, desired: Vec<Desired>) -> Result<(), ApplyError> {
-        let cluster = self.dir.cluster.clone();
         let deadline = match kind {
             Kind::Server => self.deadlines.server_active,
             _ => self.deadlines.share_available,
@@ -337,32 +308,72 @@ impl<'a, P: Provider> Applier<'a, P> {
             .progress
             .bar(&format!("{kind}s {target}"), desired.len() as u64);
         let started = Instant::now();
-        let mut retries: BTreeMap<String, u32> = BTreeMap::new();
-        let mut left: BTreeMap<String, Desired> =
-            desired.into_iter().map(|d| (d.name.clone(), d)).collect();
-        loop {
-            let seen = self
-                .provider
-                .poll(&cluster, kind)
+        let waiting = Mutex::new(Waiting {
+            left: desired.into_iter().map(|d| (d.name.clone(), d)).collect(),
+            retries: BTreeMap::new(),
+        });
+        let (waiting, bar_ref) = (&waiting, &bar);
+        let waited = wait_until(deadline, self.deadlines.tick, move || async move {
+            self.ready_tick(kind, waiting, bar_ref)
                 .await
-                .map_err(ApplyError::Observe)?;
-            let mut status = Vec::new();
-            for (name, d) in left.clone() {
-                match seen.iter().find(|o| o.name == name) {
-                    Some(Observed {
-                        health: Health::Ready,
+                .unwrap_or_else(Probe::Failed)
+        })
+        .await;
+        match waited {
+            Ok(()) => {
+                bar.finish_and_clear();
+                self.progress.line(format!(
+                    "  ✓ {kind}s {target} after {:.0}s",
+                    started.elapsed().as_secs_f64()
+                ));
+                Ok(())
+            }
+            Err(WaitError::Failed(e)) => Err(e),
+            Err(WaitError::TimedOut { last, secs }) => {
+                bar.abandon();
+                Err(ApplyError::Timeout {
+                    what: format!("{kind}s to be {target}: {last}"),
+                    secs,
+                })
+            }
+        }
+    }
+
+    /// One poll of [`Applier::wait_ready`]: ready resources leave `waiting`, failed ones are
+    /// deleted and created again (or end the wait once out of retries).
+    async fn ready_tick(
+        &self,
+        kind: Kind,
+        waiting: &Mutex<Waiting>,
+        bar: &indicatif::ProgressBar,
+    ) -> Result<Probe<(), ApplyError>, ApplyError> {
+        let cluster = self.dir.cluster.clone();
+        let lock = || waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = self
+            .provider
+            .poll(&cluster, kind)
+            .await
+            .map_err(ApplyError::Observe)?;
+        let mut status = Vec::new();
+        let left = lock().left.clone();
+        for (name, d) in left {
+            match seen.iter().find(|o| o.name == name) {
+                Some(Observed {
+                    health: Health::Ready,
+                    ..
+                }) => {
+                    lock().left.remove(&name);
+                    bar.inc(1);
+                }
+                Some(
+                    o @ Observed {
+                        health: Health::Failed(reason),
                         ..
-                    }) => {
-                        left.remove(&name);
-                        bar.inc(1);
-                    }
-                    Some(
-                        o @ Observed {
-                            health: Health::Failed(reason),
-                            ..
-                        },
-                    ) => {
-                        let tries = retries.entry(name.clone()).or_insert(0);
+                    },
+                ) => {
+                    let tries = {
+                        let mut w = lock();
+                        let tries = w.retries.entry(name.clone()).or_insert(0);
                         if *tries >= self.deadlines.recreate_retries {
                             bar.abandon();
                             return Err(ApplyError::Failed {
@@ -372,47 +383,36 @@ impl<'a, P: Provider> Applier<'a, P> {
                             });
                         }
                         *tries += 1;
-                        self.progress.line(format!("  ! {kind} {name} failed ({reason}); deleting and creating it again ({tries}/{})", self.deadlines.recreate_retries));
-                        self.delete_and_wait(&[o]).await?;
-                        let ids = self.ids();
-                        let id =
-                            self.provider
-                                .create(&cluster, &d, &ids)
-                                .await
-                                .map_err(|source| ApplyError::Step {
-                                    action: "re-creating",
-                                    kind,
-                                    name: name.clone(),
-                                    source,
-                                })?;
-                        self.record(&name, kind, Some(&id))?;
-                    }
-                    Some(_) => status.push(name),
-                    // Not listed yet (eventual consistency right after create): keep waiting.
-                    None => status.push(name),
+                        *tries
+                    };
+                    self.progress.line(format!("  ! {kind} {name} failed ({reason}); deleting and creating it again ({tries}/{})", self.deadlines.recreate_retries));
+                    self.delete_and_wait(&[o]).await?;
+                    let ids = self.ids();
+                    let id = self
+                        .provider
+                        .create(&cluster, &d, &ids)
+                        .await
+                        .map_err(|source| ApplyError::Step {
+                            action: "re-creating",
+                            kind,
+                            name: name.clone(),
+                            source,
+                        })?;
+                    self.record(&name, kind, Some(&id))?;
                 }
+                Some(_) => status.push(name),
+                // Not listed yet (eventual consistency right after create): keep waiting.
+                None => status.push(name),
             }
-            if left.is_empty() {
-                bar.finish_and_clear();
-                self.progress.line(format!(
-                    "  ✓ {kind}s {target} after {:.0}s",
-                    started.elapsed().as_secs_f64()
-                ));
-                return Ok(());
-            }
-            bar.set_message(format!("waiting for {}", status.join(", ")));
-            if started.elapsed() > deadline {
-                bar.abandon();
-                return Err(ApplyError::Timeout {
-                    what: format!(
-                        "{kind}s to be {target}: {}",
-                        left.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                    secs: deadline.as_secs(),
-                });
-            }
-            tokio::time::sleep(self.deadlines.tick).await;
         }
+        let w = lock();
+        if w.left.is_empty() {
+            return Ok(Probe::Ready(()));
+        }
+        bar.set_message(format!("waiting for {}", status.join(", ")));
+        Ok(Probe::Waiting(
+            w.left.keys().cloned().collect::<Vec<_>>().join(", "),
+        ))
     }
 
     async fn delete_level(&self, level: &[&Observed]) -> Result<(), ApplyError> {
@@ -442,7 +442,7 @@ impl<'a, P: Provider> Applier<'a, P> {
         let cluster = self.dir.cluster.clone();
         let kinds: BTreeSet<Kind> = olds.iter().map(|o| o.kind).collect();
         for kind in kinds {
-            let mut left: BTreeSet<&str> = olds
+            let left: BTreeSet<&str> = olds
                 .iter()
                 .filter(|o| o.kind == kind)
                 .map(|o| o.id.as_str())
@@ -450,30 +450,38 @@ impl<'a, P: Provider> Applier<'a, P> {
             let bar = self
                 .progress
                 .bar(&format!("{kind}s gone"), left.len() as u64);
-            let started = Instant::now();
-            loop {
-                let seen = self
-                    .provider
-                    .poll(&cluster, kind)
-                    .await
-                    .map_err(ApplyError::Observe)?;
-                let before = left.len();
-                left.retain(|id| seen.iter().any(|o| o.id == *id));
-                bar.inc((before - left.len()) as u64);
-                if left.is_empty() {
-                    break;
-                }
-                if started.elapsed() > self.deadlines.deleted {
+            let left = Mutex::new(left);
+            let (left, bar_ref, cluster) = (&left, &bar, &cluster);
+            let waited = wait_until(
+                self.deadlines.deleted,
+                self.deadlines.tick,
+                move || async move {
+                    let seen = match self.provider.poll(cluster, kind).await {
+                        Ok(seen) => seen,
+                        Err(e) => return Probe::Failed(ApplyError::Observe(e)),
+                    };
+                    let mut left = left.lock().unwrap_or_else(|p| p.into_inner());
+                    let before = left.len();
+                    left.retain(|id| seen.iter().any(|o| o.id == *id));
+                    bar_ref.inc((before - left.len()) as u64);
+                    if left.is_empty() {
+                        Probe::Ready(())
+                    } else {
+                        Probe::Waiting(left.iter().copied().collect::<Vec<_>>().join(", "))
+                    }
+                },
+            )
+            .await;
+            match waited {
+                Ok(()) => {}
+                Err(WaitError::Failed(e)) => return Err(e),
+                Err(WaitError::TimedOut { last, secs }) => {
                     bar.abandon();
                     return Err(ApplyError::Timeout {
-                        what: format!(
-                            "{kind}s to be deleted: {}",
-                            left.into_iter().collect::<Vec<_>>().join(", ")
-                        ),
-                        secs: self.deadlines.deleted.as_secs(),
+                        what: format!("{kind}s to be deleted: {last}"),
+                        secs,
                     });
                 }
-                tokio::time::sleep(self.deadlines.tick).await;
             }
             bar.finish_and_clear();
             for old in olds.iter().filter(|o| o.kind == kind) {
@@ -484,48 +492,47 @@ impl<'a, P: Provider> Applier<'a, P> {
     }
 }
 
-/// Keeps only resources whose kind is in `kinds` (for polls that share one list call).
-pub fn of_kind(resources: Vec<Observed>, kind: Kind) -> Vec<Observed> {
-    resources.into_iter().filter(|o| o.kind == kind).collect()
-}
-
-/// The server specs of a plan's desired state, for the summary printed after `up`.
-pub fn servers(plan: &Plan) -> Vec<&Desired> {
-    plan.actions
-        .iter()
-        .filter_map(|a| match a {
-            crate::plan::Action::Create { desired }
-            | crate::plan::Action::Keep { desired, .. }
-            | crate::plan::Action::Replace { desired, .. } => Some(desired),
-            crate::plan::Action::Delete { .. } => None,
-        })
-        .filter(|d| matches!(d.spec, Spec::Server { .. }))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::future::BoxFuture;
 
     struct Nothing;
 
     impl Provider for Nothing {
-        async fn observe(&self, _: &str) -> Result<Vec<Observed>, ProviderError> {
-            Ok(vec![])
+        fn blueprint(&self) -> &'static dyn crate::plan::Blueprint {
+            &crate::provider::local::LocalBlueprint
         }
-        async fn poll(&self, _: &str, _: Kind) -> Result<Vec<Observed>, ProviderError> {
-            Ok(vec![])
+        fn set_public_key(&mut self, _: String) {}
+        fn observe<'a>(
+            &'a self,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+            Box::pin(async { Ok(vec![]) })
         }
-        async fn create(
-            &self,
-            _: &str,
-            _: &Desired,
-            _: &BTreeMap<String, String>,
-        ) -> Result<String, ProviderError> {
-            Err(ProviderError::Cloud("not in this test".into()))
+        fn poll<'a>(
+            &'a self,
+            _: &'a str,
+            _: Kind,
+        ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+            Box::pin(async { Ok(vec![]) })
         }
-        async fn delete(&self, _: &Observed) -> Result<(), ProviderError> {
-            Ok(())
+        fn create<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a Desired,
+            _: &'a BTreeMap<String, String>,
+        ) -> BoxFuture<'a, Result<String, ProviderError>> {
+            Box::pin(async { Err(ProviderError::Cloud("not in this test".into())) })
+        }
+        fn delete<'a>(&'a self, _: &'a Observed) -> BoxFuture<'a, Result<(), ProviderError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn nodes<'a>(
+            &'a self,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<Vec<crate::state::Node>, ProviderError>> {
+            Box::pin(async { Ok(vec![]) })
         }
     }
 

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::bootstrap::{host_slots, NodeSession, NODE_DIR};
 use crate::profile::{Profile, StorageKind};
 use crate::ssh::shell_quote;
+use crate::wait::{wait_until, Probe, WaitError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
@@ -350,38 +351,42 @@ pub async fn jupyter_title(url: &str) -> Result<String, CheckError> {
         .timeout(Duration::from_secs(10))
         .build()
         .map_err(|e| failed("jupyter", e.to_string()))?;
-    let started = std::time::Instant::now();
-    let mut last = String::new();
-    while started.elapsed() < Duration::from_secs(120) {
-        match client.get(url).send().await {
-            Ok(resp) if resp.status().is_success() => {
-                let body = resp.text().await.unwrap_or_default();
-                if let Some(title) = body
-                    .split("<title>")
-                    .nth(1)
-                    .and_then(|t| t.split("</title>").next())
-                {
-                    return Ok(title.trim().to_string());
+    let client = &client;
+    let waited = wait_until(
+        Duration::from_secs(120),
+        Duration::from_secs(2),
+        move || async move {
+            match client.get(url).send().await {
+                Ok(resp) if resp.status().is_success() => {
+                    let body = resp.text().await.unwrap_or_default();
+                    match body
+                        .split("<title>")
+                        .nth(1)
+                        .and_then(|t| t.split("</title>").next())
+                    {
+                        Some(title) => Probe::Ready(title.trim().to_string()),
+                        None => Probe::Waiting("a page without a title".into()),
+                    }
                 }
-                last = "a page without a title".into();
+                Ok(resp) => Probe::Waiting(format!("HTTP {}", resp.status())),
+                Err(e) if e.is_connect() => Probe::Waiting("connection refused".into()),
+                Err(e) => Probe::<String, ()>::Waiting(e.to_string()),
             }
-            Ok(resp) => last = format!("HTTP {}", resp.status()),
-            Err(e) => {
-                last = if e.is_connect() {
-                    "connection refused".into()
-                } else {
-                    e.to_string()
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-    // The URL carries the token: name only its origin.
-    let origin = url.split('?').next().unwrap_or(url);
-    Err(failed(
-        "jupyter",
-        format!("{origin} did not answer with a page title within 120s (last: {last})"),
-    ))
+        },
+    )
+    .await;
+    waited.map_err(|e| {
+        let last = match e {
+            WaitError::TimedOut { last, .. } => last,
+            WaitError::Failed(()) => String::new(),
+        };
+        // The URL carries the token: name only its origin.
+        let origin = url.split('?').next().unwrap_or(url);
+        failed(
+            "jupyter",
+            format!("{origin} did not answer with a page title within 120s (last: {last})"),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! Everything written onto a node, rendered from tera templates compiled into the binary.
-//! Pure: values in, text out.
+//! Everything written onto a node, rendered from tera templates compiled into the binary:
+//! the bootstrap steps' scripts (listed with their steps) and the files below. Pure: values
+//! in, text out.
 
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -10,40 +11,9 @@ use tera::{Context, Kwargs, State, Tera, Value};
 use crate::input::{check_host_label, shown, Refused};
 use crate::ssh::error_chain;
 
-/// (name, text) of every template shipped in `templates/`.
+/// (name, text) of the templates shipped in `templates/` that no bootstrap step names (the
+/// steps' own come from [`crate::bootstrap::steps::templates`]).
 const TEMPLATES: &[(&str, &str)] = &[
-    (
-        "docker.check.sh",
-        include_str!("../templates/node/docker.check.sh"),
-    ),
-    (
-        "docker.apply.sh",
-        include_str!("../templates/node/docker.apply.sh"),
-    ),
-    (
-        "gpu.check.sh",
-        include_str!("../templates/node/gpu.check.sh"),
-    ),
-    (
-        "gpu.apply.sh",
-        include_str!("../templates/node/gpu.apply.sh"),
-    ),
-    (
-        "shared.check.sh",
-        include_str!("../templates/node/shared.check.sh"),
-    ),
-    (
-        "shared.apply.sh",
-        include_str!("../templates/node/shared.apply.sh"),
-    ),
-    (
-        "container.check.sh",
-        include_str!("../templates/node/container.check.sh"),
-    ),
-    (
-        "container.apply.sh",
-        include_str!("../templates/node/container.apply.sh"),
-    ),
     ("hostfile", include_str!("../templates/node/hostfile")),
     ("lib.sh", include_str!("../templates/node/lib.sh")),
     (
@@ -53,10 +23,6 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "cloud-config.yaml",
         include_str!("../templates/node/cloud-config.yaml"),
-    ),
-    (
-        "cloud-init.check.sh",
-        include_str!("../templates/node/cloud-init.check.sh"),
     ),
     (
         "discover_hosts.sh",
@@ -135,7 +101,8 @@ impl Renderer {
         tera.register_filter("json", |v: Value, _: Kwargs, _: &State| {
             serde_json::to_string(&v).unwrap_or_else(|_| "null".to_string())
         });
-        tera.add_raw_templates(TEMPLATES.iter().copied())
+        let steps = crate::bootstrap::steps::templates().map(|t| (t.name, t.text));
+        tera.add_raw_templates(TEMPLATES.iter().copied().chain(steps))
             .map_err(|e| RenderError {
                 name: "(all)".into(),
                 detail: error_chain(&e),
@@ -182,7 +149,13 @@ pub fn cloud_config(cluster: &str, name: &str, role: &str) -> Result<String, Ren
 
 /// The text of a shipped template (hashed into what depends on it).
 pub fn template_source(name: &str) -> Option<&'static str> {
-    TEMPLATES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+    let steps = crate::bootstrap::steps::templates().map(|t| (t.name, t.text));
+    TEMPLATES
+        .iter()
+        .copied()
+        .chain(steps)
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| t)
 }
 
 /// `host:slots` lines for Horovod's elastic discovery script. Hosts go by node name, never

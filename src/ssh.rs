@@ -4,10 +4,12 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use openssh::{KnownHosts, Session, SessionBuilder, Stdio};
 use tokio::io::AsyncWriteExt;
+
+use crate::wait::{wait_until, Probe, WaitError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SshError {
@@ -201,27 +203,28 @@ impl Ssh {
         deadline: Duration,
         status: impl Fn(&str),
     ) -> Result<Ssh, SshError> {
-        let started = Instant::now();
-        loop {
-            match Ssh::connect(config, node).await {
+        let status = &status;
+        wait_until(deadline, Duration::from_secs(2), move || async move {
+            let why = match Ssh::connect(config, node).await {
                 Ok(ssh) => match ssh.run("true").await {
-                    Ok(_) => return Ok(ssh),
-                    Err(e) => status(&e.to_string()),
+                    Ok(_) => return Probe::Ready(ssh),
+                    Err(e) => e.to_string(),
                 },
-                Err(SshError::Connect { reason, .. }) => {
-                    if started.elapsed() > deadline {
-                        return Err(SshError::Timeout {
-                            node: node.to_string(),
-                            secs: deadline.as_secs(),
-                            reason,
-                        });
-                    }
-                    status(&reason);
-                }
-                Err(e) => return Err(e),
-            }
-            tokio::time::sleep(Duration::from_secs(2)).await;
-        }
+                Err(SshError::Connect { reason, .. }) => reason,
+                Err(e) => return Probe::Failed(e),
+            };
+            status(&why);
+            Probe::Waiting(why)
+        })
+        .await
+        .map_err(|e| match e {
+            WaitError::Failed(e) => e,
+            WaitError::TimedOut { last, secs } => SshError::Timeout {
+                node: node.to_string(),
+                secs,
+                reason: last,
+            },
+        })
     }
 
     /// Runs a bash script (sent on stdin, so any length and no quoting) and returns stdout.

@@ -58,7 +58,7 @@ pub struct Resource {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Node {
     pub name: String,
-    pub role: String,
+    pub role: crate::plan::Role,
     pub private_ip: Option<String>,
     pub public_ip: Option<String>,
     pub slots: u32,

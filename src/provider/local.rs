@@ -10,9 +10,11 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use tokio::process::Command;
 
-use crate::apply::{Provider, ProviderError};
-use crate::plan::{Desired, Health, Kind, Names, Observed, Role, Spec};
-use crate::provider::Screen;
+use futures::future::BoxFuture;
+
+use crate::plan::{Blueprint, Desired, Health, Kind, Names, Observed, Role, Spec};
+use crate::profile::Profile;
+use crate::provider::{Provider, ProviderError, Screen};
 use crate::state::Node;
 
 pub const LABEL: &str = "hvd-cluster";
@@ -169,7 +171,7 @@ impl LocalProvider {
             nodes.push(Node {
                 name: c.names.clone(),
                 // The screen below gives the role by the name, not by a label.
-                role: String::new(),
+                role: Role::default(),
                 private_ip: ip,
                 public_ip: None,
                 slots: 1,
@@ -215,14 +217,7 @@ impl LocalProvider {
             &docker_volume,
         ])
         .await?;
-        let role_label = format!(
-            "hvd-role={}",
-            if role == Role::Master {
-                "master"
-            } else {
-                "worker"
-            }
-        );
+        let role_label = format!("hvd-role={role}");
         let mut args: Vec<String> = vec![
             "run".into(),
             "-d".into(),
@@ -256,8 +251,56 @@ impl LocalProvider {
     }
 }
 
-impl Provider for LocalProvider {
-    async fn observe(&self, cluster: &str) -> Result<Vec<Observed>, ProviderError> {
+/// The local layout of a cluster: containers on one Docker network, `/shared` on one volume
+/// they all mount; no keypair, security group or floating IP.
+pub struct LocalBlueprint;
+
+impl Blueprint for LocalBlueprint {
+    fn fixed(&self, p: &Profile) -> Vec<Desired> {
+        let n = Names(&p.name);
+        // Containers on one Docker network, /shared on one volume they all mount.
+        vec![
+            Desired {
+                name: n.network(),
+                spec: Spec::Network,
+            },
+            Desired {
+                name: n.volume(),
+                spec: Spec::Volume { size_gb: 0 },
+            },
+            Desired {
+                name: n.master(),
+                spec: Spec::Server {
+                    role: Role::Master,
+                    index: 0,
+                    flavor: String::new(),
+                    image: String::new(),
+                    security_groups: vec![],
+                    network: n.network(),
+                },
+            },
+        ]
+    }
+
+    fn worker(&self, p: &Profile, index: u32) -> Desired {
+        let n = Names(&p.name);
+        Desired {
+            name: n.worker(index),
+            spec: Spec::Server {
+                role: Role::Worker,
+                index,
+                flavor: p.workers.flavor.clone().unwrap_or_default(),
+                image: p.worker_image().unwrap_or_default().to_string(),
+                security_groups: vec![],
+                network: p.network.existing.clone().unwrap_or_else(|| n.network()),
+            },
+        }
+    }
+}
+
+/// The provider's own calls, behind [`Provider`] below.
+impl LocalProvider {
+    pub async fn observe(&self, cluster: &str) -> Result<Vec<Observed>, ProviderError> {
         let mut out = Vec::new();
         for k in [Kind::Network, Kind::Volume, Kind::Server] {
             out.extend(self.poll(cluster, k).await?);
@@ -265,7 +308,7 @@ impl Provider for LocalProvider {
         Ok(out)
     }
 
-    async fn poll(&self, cluster: &str, kind: Kind) -> Result<Vec<Observed>, ProviderError> {
+    pub async fn poll(&self, cluster: &str, kind: Kind) -> Result<Vec<Observed>, ProviderError> {
         match kind {
             Kind::Network => Ok(self
                 .listed("network", cluster)
@@ -324,7 +367,7 @@ impl Provider for LocalProvider {
         }
     }
 
-    async fn create(
+    pub async fn create(
         &self,
         cluster: &str,
         d: &Desired,
@@ -348,7 +391,7 @@ impl Provider for LocalProvider {
         }
     }
 
-    async fn delete(&self, old: &Observed) -> Result<(), ProviderError> {
+    pub async fn delete(&self, old: &Observed) -> Result<(), ProviderError> {
         let result = match old.kind {
             Kind::Network => docker(&["network", "rm", &old.id]).await.map(drop),
             Kind::Volume => docker(&["volume", "rm", "-f", &old.id]).await.map(drop),
@@ -366,5 +409,54 @@ impl Provider for LocalProvider {
             Err(e) if is_missing(&e) => Ok(()),
             other => other,
         }
+    }
+}
+
+impl Provider for LocalProvider {
+    fn blueprint(&self) -> &'static dyn Blueprint {
+        &LocalBlueprint
+    }
+
+    fn set_public_key(&mut self, key: String) {
+        LocalProvider::set_public_key(self, key)
+    }
+
+    fn observe<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+        Box::pin(LocalProvider::observe(self, cluster))
+    }
+
+    fn poll<'a>(
+        &'a self,
+        cluster: &'a str,
+        kind: Kind,
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+        Box::pin(LocalProvider::poll(self, cluster, kind))
+    }
+
+    fn create<'a>(
+        &'a self,
+        cluster: &'a str,
+        desired: &'a Desired,
+        ids: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<String, ProviderError>> {
+        Box::pin(LocalProvider::create(self, cluster, desired, ids))
+    }
+
+    fn delete<'a>(&'a self, old: &'a Observed) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(LocalProvider::delete(self, old))
+    }
+
+    fn nodes<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<Vec<Node>, ProviderError>> {
+        Box::pin(LocalProvider::nodes(self, cluster))
+    }
+
+    fn jupyter_endpoint<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(LocalProvider::jupyter_endpoint(self, cluster))
     }
 }

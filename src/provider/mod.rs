@@ -1,276 +1,191 @@
-//! The only code that talks to a cloud. A provider observes a cluster's resources by its tag
-//! and creates or deletes one resource at a time (see [`crate::apply::Provider`]).
+//! Where a cluster lives: the [`Provider`] trait, everything a provider answers, and
+//! [`connect`], the one place that turns a [`ProviderKind`] into a provider. Every other
+//! module holds a `dyn Provider`, never a kind.
+//!
+//! A provider knows how a cluster is laid out on it ([`Provider::blueprint`]), resolves the
+//! names a profile uses, observes the cluster's resources by its tag, creates or deletes one
+//! resource at a time, lists the nodes with their addresses, checks quotas, and says where
+//! Jupyter and the Manila export are. `openstack` talks to a cloud through
+//! [`crate::openstack`]; `local` runs each node as a container on this machine's Docker.
+//! Adding a provider: a module here implementing [`Provider`] and [`crate::plan::Blueprint`],
+//! a [`ProviderKind`] in the profile, and one arm in [`connect`] and [`blueprint`].
 
 pub mod local;
 pub mod openstack;
+mod screen;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
-use std::sync::Mutex;
+pub use screen::Screen;
 
-use crate::apply::{Provider, ProviderError};
-use crate::input::shown;
-use crate::plan::{Desired, Kind, Names, Observed, Role};
-use crate::state::Node;
+use std::collections::BTreeMap;
 
-/// Checks what a cloud (or Docker) reports about servers, where the reply enters. Any server
-/// in the project can carry the cluster's tag, so its name and addresses are untrusted: a
-/// server is kept only when its name is one this cluster gives (`<cluster>-master`,
-/// `<cluster>-worker-<n>`), an address only when it is an IP address. Anything else is left
-/// out, with one warning per value, and so never reaches ssh_config, the hostfile, the
-/// discovery file, a shell or a plan (it is neither used nor deleted).
-#[derive(Debug, Default)]
-pub struct Screen {
-    /// Warnings already given: polls repeat every few seconds and must not repeat them.
-    warned: Mutex<BTreeSet<String>>,
+use futures::future::BoxFuture;
+
+use crate::plan::{Blueprint, Desired, Kind, Observed, Plan, Shortfall};
+use crate::profile::{ImageSource, Profile, ProviderKind};
+use crate::state::{ClusterState, Node};
+
+/// A provider failure, already worded for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("{0}")]
+    Cloud(String),
+    #[error("quota exceeded: {0}")]
+    Quota(String),
+    #[error("{what}: {detail}")]
+    Resolve { what: String, detail: String },
 }
 
-impl Screen {
-    fn warn(&self, message: String) {
-        let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
-        if warned.insert(message.clone()) {
-            eprintln!("warning: {message}");
-        }
+/// A cloud (or the local Docker engine): everything the commands, the apply engine and the
+/// bootstrap need to know about where the cluster lives.
+pub trait Provider: Send + Sync {
+    /// How this provider lays a cluster out (pure; see [`crate::plan::plan`]).
+    fn blueprint(&self) -> &'static dyn Blueprint;
+
+    /// Looks up every name the profile uses (flavors, images, networks) before any change;
+    /// an unknown one is an error that lists what exists. Nothing to do by default.
+    fn resolve<'a>(&'a mut self, _p: &'a Profile) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async { Ok(()) })
     }
 
-    /// The role a server's name gives it; `None`, with a warning, for any other name.
-    pub fn server_role(&self, cluster: &str, name: &str) -> Option<Role> {
-        let role = Names(cluster).node_role(name);
-        if role.is_none() {
-            self.warn(format!(
-                "ignoring a server tagged with cluster `{cluster}` but named `{}`: this cluster only names servers `{cluster}-master` and `{cluster}-worker-<n>`; it is left untouched",
-                shown(name)
-            ));
-        }
-        role
+    /// The cluster's public key, installed on every node it creates.
+    fn set_public_key(&mut self, key: String);
+
+    /// Every resource of the cluster, found by its tag (or name where the cloud has no tags).
+    fn observe<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>>;
+
+    /// The current state of every resource of one kind: one list call, for polling.
+    fn poll<'a>(
+        &'a self,
+        cluster: &'a str,
+        kind: Kind,
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>>;
+
+    /// Creates one resource; `ids` holds the ids of everything created before it, by name.
+    fn create<'a>(
+        &'a self,
+        cluster: &'a str,
+        desired: &'a Desired,
+        ids: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<String, ProviderError>>;
+
+    /// Deletes one resource; a resource already gone is not an error.
+    fn delete<'a>(&'a self, old: &'a Observed) -> BoxFuture<'a, Result<(), ProviderError>>;
+
+    /// Every node with its checked addresses (see [`Screen`]), master first.
+    fn nodes<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<Vec<Node>, ProviderError>>;
+
+    /// The quotas `plan` would exceed; none where there are no quotas.
+    fn shortfalls<'a>(
+        &'a self,
+        _plan: &'a Plan,
+    ) -> BoxFuture<'a, Result<Vec<Shortfall>, ProviderError>> {
+        Box::pin(async { Ok(vec![]) })
     }
 
-    /// Servers (only) whose name this cluster gives; other kinds pass unchanged.
-    pub fn observed(&self, cluster: &str, observed: Vec<Observed>) -> Vec<Observed> {
-        observed
-            .into_iter()
-            .filter(|o| o.kind != Kind::Server || self.server_role(cluster, &o.name).is_some())
-            .collect()
+    /// The NFS export location of the cluster's Manila share, when it has one.
+    fn share_export<'a>(
+        &'a self,
+        _cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(async { Ok(None) })
     }
 
-    /// An address the cloud gave, in its canonical spelling; `None`, with a warning, when it
-    /// is not an IP address.
-    pub fn address(&self, node: &str, what: &str, value: Option<&str>) -> Option<String> {
-        let value = value?;
-        match value.parse::<IpAddr>() {
-            Ok(ip) => Some(ip.to_string()),
-            Err(_) => {
-                self.warn(format!(
-                    "ignoring the {what} address `{}` the cloud gave for {node}: not an IP address",
-                    shown(value)
-                ));
-                None
-            }
-        }
+    /// Where this machine reaches Jupyter on the master directly (a published port), if
+    /// anywhere; otherwise the floating IP or an SSH tunnel is used.
+    fn jupyter_endpoint<'a>(
+        &'a self,
+        _cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(async { Ok(None) })
     }
 
-    /// The nodes whose names this cluster gives, each with the role its name says (never a
-    /// role the cloud's metadata claims) and checked addresses, master first, then workers
-    /// by number.
-    pub fn nodes(&self, cluster: &str, nodes: Vec<Node>) -> Vec<Node> {
-        let names = Names(cluster);
-        let mut kept: Vec<Node> = nodes
-            .into_iter()
-            .filter_map(|n| {
-                let role = self.server_role(cluster, &n.name)?;
-                Some(Node {
-                    role: match role {
-                        Role::Master => "master".into(),
-                        Role::Worker => "worker".into(),
-                    },
-                    private_ip: self.address(&n.name, "private", n.private_ip.as_deref()),
-                    public_ip: self.address(&n.name, "public", n.public_ip.as_deref()),
-                    ..n
-                })
-            })
-            .collect();
-        kept.sort_by_key(|n| (n.role != "master", names.worker_index(&n.name).unwrap_or(0)));
-        kept
-    }
-}
-
-/// The provider a profile names, behind one type the commands use.
-pub enum AnyProvider {
-    OpenStack(openstack::OpenStackProvider),
-    Local(local::LocalProvider),
-}
-
-impl AnyProvider {
-    pub fn set_public_key(&mut self, key: String) {
-        match self {
-            AnyProvider::OpenStack(p) => p.set_public_key(key),
-            AnyProvider::Local(p) => p.set_public_key(key),
-        }
-    }
-
-    /// Every node with its addresses, master first.
-    pub async fn nodes(&self, cluster: &str) -> Result<Vec<Node>, ProviderError> {
-        match self {
-            AnyProvider::OpenStack(p) => p.nodes(cluster).await,
-            AnyProvider::Local(p) => p.nodes(cluster).await,
-        }
-    }
-
-    /// The NFS export location of the cluster's Manila share (the local provider has none).
-    pub async fn share_export(&self, cluster: &str) -> Result<Option<String>, ProviderError> {
-        match self {
-            AnyProvider::OpenStack(p) => p.share_export(cluster).await,
-            AnyProvider::Local(_) => Ok(None),
-        }
-    }
-
-    /// API calls made so far (0 for the local provider, which makes none).
-    pub fn calls(&self) -> u64 {
-        match self {
-            AnyProvider::OpenStack(p) => p.calls(),
-            AnyProvider::Local(_) => 0,
-        }
+    /// API calls made so far (for the benchmark; 0 where there is no API).
+    fn calls(&self) -> u64 {
+        0
     }
 }
 
-impl Provider for AnyProvider {
-    async fn observe(&self, cluster: &str) -> Result<Vec<Observed>, ProviderError> {
-        match self {
-            AnyProvider::OpenStack(p) => p.observe(cluster).await,
-            AnyProvider::Local(p) => p.observe(cluster).await,
-        }
-    }
-
-    async fn poll(&self, cluster: &str, kind: Kind) -> Result<Vec<Observed>, ProviderError> {
-        match self {
-            AnyProvider::OpenStack(p) => p.poll(cluster, kind).await,
-            AnyProvider::Local(p) => p.poll(cluster, kind).await,
-        }
-    }
-
-    async fn create(
-        &self,
-        cluster: &str,
-        d: &Desired,
-        ids: &BTreeMap<String, String>,
-    ) -> Result<String, ProviderError> {
-        match self {
-            AnyProvider::OpenStack(p) => p.create(cluster, d, ids).await,
-            AnyProvider::Local(p) => p.create(cluster, d, ids).await,
-        }
-    }
-
-    async fn delete(&self, old: &Observed) -> Result<(), ProviderError> {
-        match self {
-            AnyProvider::OpenStack(p) => p.delete(old).await,
-            AnyProvider::Local(p) => p.delete(old).await,
-        }
-    }
+/// Which provider a cluster lives on and, for OpenStack, which cloud entry, region and
+/// endpoint interface.
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub kind: ProviderKind,
+    pub cloud: Option<String>,
+    pub region: Option<String>,
+    pub interface: Option<String>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::plan::Health;
-
-    fn node(name: &str, role: &str, private_ip: &str, public_ip: Option<&str>) -> Node {
-        Node {
-            name: name.into(),
-            role: role.into(),
-            private_ip: Some(private_ip.into()),
-            public_ip: public_ip.map(String::from),
-            slots: 1,
-            ..Node::default()
+impl Place {
+    /// Where a profile puts its cluster.
+    pub fn of(p: &Profile) -> Place {
+        Place {
+            kind: p.provider,
+            cloud: p.cloud.clone(),
+            region: p.region.clone(),
+            interface: p.interface.clone(),
         }
     }
 
-    #[test]
-    fn only_names_this_cluster_gives_pass() {
-        let screen = Screen::default();
-        let reported = vec![
-            node("demo-worker-2", "worker", "10.0.0.4", None),
-            // ssh_config injection through a name, and a name a cluster never gives.
-            node(
-                "demo-worker-3\n  ProxyCommand touch /tmp/x",
-                "worker",
-                "10.0.0.5",
-                None,
-            ),
-            node("x\nHost *", "worker", "10.0.0.6", None),
-            node("demo-worker-07", "worker", "10.0.0.7", None),
-            node("demo-worker-+8", "worker", "10.0.0.8", None),
-            node("other-worker-1", "worker", "10.0.0.9", None),
-            node("demo-master ", "master", "10.0.0.10", None),
-            node("", "worker", "10.0.0.11", None),
-            // Metadata claims master; the name says worker, and the name wins.
-            node("demo-worker-1", "master", "10.0.0.3", None),
-            node("demo-master", "worker", "10.0.0.2", Some("203.0.113.5")),
-        ];
-        let kept = screen.nodes("demo", reported);
-        let names: Vec<(&str, &str)> = kept
-            .iter()
-            .map(|n| (n.name.as_str(), n.role.as_str()))
-            .collect();
-        assert_eq!(
-            names,
-            [
-                ("demo-master", "master"),
-                ("demo-worker-1", "worker"),
-                ("demo-worker-2", "worker")
-            ]
+    /// A cluster named without its profile (`--cluster NAME [--cloud C]`): the provider its
+    /// saved state records; without state it is looked for on OpenStack, unless no cloud is
+    /// named anywhere (`--cloud`, the saved one, `OS_CLOUD`, `OS_AUTH_URL`): then locally.
+    pub fn of_saved(saved: &ClusterState, cloud: Option<String>) -> Place {
+        let kind = saved.provider.unwrap_or(
+            if cloud.is_none()
+                && saved.cloud.is_none()
+                && std::env::var_os("OS_CLOUD").is_none()
+                && std::env::var_os("OS_AUTH_URL").is_none()
+            {
+                ProviderKind::Local
+            } else {
+                ProviderKind::OpenStack
+            },
         );
-        assert_eq!(kept[0].public_ip.as_deref(), Some("203.0.113.5"));
-    }
-
-    #[test]
-    fn addresses_must_be_ip_addresses() {
-        let screen = Screen::default();
-        let kept = screen.nodes(
-            "demo",
-            vec![
-                node("demo-master", "master", "10.0.0.2\nHost *", Some("a; id")),
-                node("demo-worker-1", "worker", "10.0.0.3", Some("fd00::1")),
-                node("demo-worker-2", "worker", " 10.0.0.4", None),
-            ],
-        );
-        assert_eq!(kept[0].private_ip, None);
-        assert_eq!(kept[0].public_ip, None);
-        assert_eq!(kept[1].private_ip.as_deref(), Some("10.0.0.3"));
-        assert_eq!(kept[1].public_ip.as_deref(), Some("fd00::1"));
-        assert_eq!(
-            kept[2].private_ip, None,
-            "no trimming: the exact text must be an address"
-        );
-    }
-
-    #[test]
-    fn observed_servers_with_foreign_names_are_neither_used_nor_deleted() {
-        let screen = Screen::default();
-        let o = |kind, name: &str| Observed {
+        Place {
             kind,
-            name: name.into(),
-            id: format!("id-{name}"),
-            health: Health::Ready,
-        };
-        let kept = screen.observed(
-            "demo",
-            vec![
-                o(Kind::Server, "demo-master"),
-                o(Kind::Server, "demo-worker-4"),
-                o(Kind::Server, "evil\u{1b}[2J"),
-                o(Kind::Network, "demo-net"),
-            ],
-        );
-        let names: Vec<&str> = kept.iter().map(|o| o.name.as_str()).collect();
-        assert_eq!(names, ["demo-master", "demo-worker-4", "demo-net"]);
-        // Each foreign value is warned about once, however often it is polled.
-        screen.observed("demo", vec![o(Kind::Server, "evil\u{1b}[2J")]);
-        let warned = screen.warned.lock().unwrap();
-        assert_eq!(warned.len(), 1);
-        let only = warned.iter().next().unwrap();
-        assert!(
-            only.contains("evil\\u{1b}[2J") && !only.contains('\u{1b}'),
-            "{only}"
-        );
+            cloud: cloud.or_else(|| saved.cloud.clone()),
+            region: None,
+            interface: None,
+        }
+    }
+}
+
+/// Connects to the provider at `place` (for OpenStack: reads clouds.yaml as the `openstack`
+/// CLI does and authenticates; locally: checks that Docker answers). Names are not resolved
+/// yet: see [`Provider::resolve`].
+pub async fn connect(place: &Place) -> Result<Box<dyn Provider>, ProviderError> {
+    Ok(match place.kind {
+        ProviderKind::OpenStack => Box::new(
+            openstack::OpenStackProvider::connect(
+                place.cloud.as_deref(),
+                place.region.as_deref(),
+                place.interface.as_deref(),
+            )
+            .await?,
+        ),
+        ProviderKind::Local => Box::new(local::LocalProvider::connect().await?),
+    })
+}
+
+/// How a provider kind lays a cluster out, without connecting to it.
+pub fn blueprint(kind: ProviderKind) -> &'static dyn Blueprint {
+    match kind {
+        ProviderKind::OpenStack => &openstack::desired::OpenStackBlueprint,
+        ProviderKind::Local => &local::LocalBlueprint,
+    }
+}
+
+/// How the image reaches the nodes, as far as this machine is concerned: the image targets
+/// (`scripts/build-images` names) to build here before `up` connects. Local nodes run the
+/// node image, so everything is built; a cloud's nodes get a `build` image sent to them,
+/// unless only the infrastructure is wanted.
+pub fn images_to_build(p: &Profile, infra_only: bool) -> &'static [&'static str] {
+    match (p.provider, p.container.source) {
+        (ProviderKind::Local, _) => &["all"],
+        (_, ImageSource::Build) if !infra_only => &["horovod"],
+        _ => &[],
     }
 }

@@ -1,0 +1,173 @@
+//! The command line's shape: every command, argument and help text, as clap reads them. No
+//! logic: [`crate::cmd`] runs what is parsed here.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::cmd::Target;
+
+/// Turn one TOML profile into a working Horovod cluster on OpenStack, and remove it again.
+///
+/// Exit codes: 0 success (for `plan`: nothing to change), 1 failure while working (cloud,
+/// SSH, tunnel, horovodrun, state folder), 2 bad input only (profile, arguments, a flavor,
+/// image, network or interface the cloud does not know), 3 quota shortfall (nothing was
+/// created), 10 `plan` found changes, 130 interrupted (run `up` again to resume, or `down`
+/// to remove everything).
+#[derive(Parser, Debug)]
+#[command(name = "hvd-cluster", version, max_term_width = 100)]
+pub struct Args {
+    /// Folder holding each cluster's state and SSH key
+    /// [default: $XDG_STATE_HOME/hvd-cluster, or ~/.local/state/hvd-cluster]
+    #[arg(long, global = true, env = "HVD_CLUSTER_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Print only results and errors, no progress
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+
+    /// Most concurrent cloud calls inside one step of the plan
+    #[arg(
+        long,
+        global = true,
+        env = "HVD_CLUSTER_PARALLEL",
+        default_value_t = 8,
+        value_name = "N"
+    )]
+    pub parallel: usize,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Check a profile without any network call
+    Validate {
+        /// The cluster profile (TOML)
+        file: PathBuf,
+    },
+    /// Resolve names, check quotas and print what `up` would create, keep or delete; changes nothing
+    Plan {
+        file: PathBuf,
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create or converge the cluster, bootstrap every node over SSH, prove with a real
+    /// horovodrun that all ranks join, and print the Jupyter URL
+    Up {
+        file: PathBuf,
+        /// Stop once the cloud resources exist (no SSH bootstrap)
+        #[arg(long)]
+        infra_only: bool,
+    },
+    /// Grow or shrink the workers while elastic training runs (updates workers.count in FILE)
+    Scale {
+        file: PathBuf,
+        /// The new number of workers
+        #[arg(long)]
+        workers: u32,
+        /// Seconds leaving workers get to quit a running job before they are deleted
+        #[arg(long, default_value_t = 20, value_name = "SECS")]
+        drain_grace: u64,
+    },
+    /// Replace workers that are gone or broken, then list the replacements for elastic jobs
+    Heal {
+        file: PathBuf,
+        /// Keep healing, checking every this many seconds
+        #[arg(long, value_name = "SECS")]
+        watch: Option<u64>,
+        /// Seconds broken workers get to leave a running job before they are deleted
+        #[arg(long, default_value_t = 5, value_name = "SECS")]
+        drain_grace: u64,
+    },
+    /// The acceptance check: containers, /shared, Jupyter, and an allreduce over every slot
+    Check {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command with horovodrun over every slot, from the master's container
+    #[command(
+        after_help = "Example: hvd-cluster run profiles/local.toml -- python /shared/train.py"
+    )]
+    Run {
+        file: PathBuf,
+        /// Elastic mode: workers from the discovery script, which `scale` and `heal` maintain
+        #[arg(long)]
+        elastic: bool,
+        /// Fewest processes an elastic job runs with [default: 1]
+        #[arg(long, requires = "elastic")]
+        min_np: Option<u32>,
+        /// Most processes an elastic job grows to [default: every slot now]
+        #[arg(long, requires = "elastic")]
+        max_np: Option<u32>,
+        /// Copy a local file into /shared (where the command runs) first; repeatable
+        #[arg(long, value_name = "FILE")]
+        send: Vec<PathBuf>,
+        /// The command each rank runs
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Open SSH to a node (the master by default) through the cluster's ssh_config
+    Ssh {
+        file: PathBuf,
+        /// Node name, with or without the cluster prefix (e.g. worker-1)
+        node: Option<String>,
+        /// A command to run instead of a shell
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Print the cluster's ssh_config (for `ssh -F`)
+    SshConfig { file: PathBuf },
+    /// Print a 127.0.0.1 Jupyter URL, keeping an SSH tunnel open when one is needed
+    Jupyter { file: PathBuf },
+    /// Show what exists and in which state, found by the cluster's tag
+    Status {
+        #[command(flatten)]
+        target: TargetArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete everything tagged with the cluster, last created first; safe to repeat
+    Down {
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct TargetArgs {
+    /// The cluster profile (TOML)
+    pub file: Option<PathBuf>,
+    /// The cluster's name, when no profile is at hand: 1-40 lowercase letters, digits and
+    /// dashes, starting with a letter (never a path)
+    #[arg(
+        long,
+        conflicts_with = "file",
+        required_unless_present = "file",
+        value_name = "NAME"
+    )]
+    pub cluster: Option<String>,
+    /// clouds.yaml entry to use with --cluster [default: the saved one, or $OS_CLOUD]
+    #[arg(long, requires = "cluster")]
+    pub cloud: Option<String>,
+}
+
+impl From<TargetArgs> for Target {
+    fn from(t: TargetArgs) -> Target {
+        match (t.file, t.cluster) {
+            (Some(file), _) => Target::Profile(file),
+            (None, Some(name)) => Target::Cluster {
+                name,
+                cloud: t.cloud,
+            },
+            // clap enforces one of the two.
+            (None, None) => Target::Cluster {
+                name: String::new(),
+                cloud: t.cloud,
+            },
+        }
+    }
+}

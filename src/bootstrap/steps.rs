@@ -1,0 +1,436 @@
+//! The bootstrap as data: [`STEPS`], in the order they run, each naming what it does (its
+//! templates under `templates/node/`), where it runs and when it applies. Adding a step is one
+//! entry here: its templates reach the renderer from this list ([`templates`]), and the runner
+//! in [`super::bootstrap`] needs no change unless the step does something new.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use super::{BootstrapError, Inputs, NodeSession, NODE_DIR};
+use crate::plan::Role;
+use crate::profile::{Profile, StorageKind};
+use crate::render::{self, HostSlots, Renderer};
+use crate::state::Node;
+
+/// A template shipped in the binary: its name (as the renderer knows it) and its text.
+#[derive(Debug, Clone, Copy)]
+pub struct Template {
+    pub name: &'static str,
+    pub text: &'static str,
+}
+
+/// `templates/node/NAME`, compiled into the binary.
+macro_rules! node_template {
+    ($name:literal) => {
+        Template {
+            name: $name,
+            text: include_str!(concat!("../../templates/node/", $name)),
+        }
+    };
+}
+
+/// Where a step runs.
+#[derive(Debug, Clone, Copy)]
+pub enum Runs {
+    /// On every node at once. Consecutive such steps run as one chain per node, so a node
+    /// goes on while another is still busy.
+    EveryNode,
+    /// On the master first, then on the workers at once; every node at once when `together`
+    /// says nothing on the master has to come first.
+    MasterFirst { together: fn(&Profile) -> bool },
+    /// Once for the whole cluster.
+    Cluster,
+}
+
+/// What a step does.
+#[derive(Debug, Clone, Copy)]
+pub enum Does {
+    /// Runs a script once; it must succeed (it may wait itself, as `cloud-init status --wait`).
+    Run(Template),
+    /// Runs `check`; when it fails runs `apply`, then `check` again, which must pass. With
+    /// `lib`, the node functions of `lib.sh` come before each script.
+    CheckApply {
+        check: Template,
+        apply: Template,
+        lib: bool,
+    },
+    /// Writes the cluster's keys and files onto the node (see [`write_files`]).
+    Files,
+    /// Gets the Horovod image onto every node (see [`super::image`]).
+    Image,
+    /// Waits until the master's container reaches sshd in every container (horovodrun's path).
+    CollectiveSsh,
+}
+
+/// One bootstrap step.
+pub struct Step {
+    /// As shown on the node's progress line and in errors.
+    pub name: &'static str,
+    pub runs: Runs,
+    pub does: Does,
+    /// Whether the step applies to a node (for [`Runs::Cluster`], to the master).
+    pub when: fn(&Profile, &Node) -> bool,
+    /// The values its templates are rendered with, for one node.
+    pub values: fn(&Facts<'_>, &NodeSession) -> Result<Value, BootstrapError>,
+}
+
+/// Every step, in order.
+pub const STEPS: &[Step] = &[
+    Step {
+        name: "cloud-init",
+        runs: Runs::EveryNode,
+        does: Does::Run(node_template!("cloud-init.check.sh")),
+        when: always,
+        values: no_values,
+    },
+    // One apt transaction for Docker and what /shared and the image need on this node.
+    Step {
+        name: "docker",
+        runs: Runs::EveryNode,
+        does: Does::CheckApply {
+            check: node_template!("docker.check.sh"),
+            apply: node_template!("docker.apply.sh"),
+            lib: true,
+        },
+        when: always,
+        values: docker_values,
+    },
+    Step {
+        name: "gpu runtime",
+        runs: Runs::EveryNode,
+        does: Does::CheckApply {
+            check: node_template!("gpu.check.sh"),
+            apply: node_template!("gpu.apply.sh"),
+            lib: true,
+        },
+        when: has_gpus,
+        values: no_values,
+    },
+    // /shared: the master serves it first, then the workers mount it (Manila: every node
+    // mounts the share at once).
+    Step {
+        name: "shared",
+        runs: Runs::MasterFirst {
+            together: |p| p.storage.kind == StorageKind::Manila,
+        },
+        does: Does::CheckApply {
+            check: node_template!("shared.check.sh"),
+            apply: node_template!("shared.apply.sh"),
+            lib: true,
+        },
+        when: |p, _| p.storage.kind != StorageKind::None,
+        values: shared_step_values,
+    },
+    Step {
+        name: "image",
+        runs: Runs::Cluster,
+        does: Does::Image,
+        when: always,
+        values: no_values,
+    },
+    // Keys and files, then the container (recreated when its configuration changed).
+    Step {
+        name: "keys and files",
+        runs: Runs::EveryNode,
+        does: Does::Files,
+        when: always,
+        values: no_values,
+    },
+    Step {
+        name: "container",
+        runs: Runs::EveryNode,
+        does: Does::CheckApply {
+            check: node_template!("container.check.sh"),
+            apply: node_template!("container.apply.sh"),
+            lib: false,
+        },
+        when: always,
+        values: container_values,
+    },
+    Step {
+        name: "collective ssh",
+        runs: Runs::Cluster,
+        does: Does::CollectiveSsh,
+        when: always,
+        values: no_values,
+    },
+];
+
+/// Every template the steps name, for the renderer.
+pub fn templates() -> impl Iterator<Item = Template> {
+    STEPS.iter().flat_map(|s| match s.does {
+        Does::Run(t) => vec![t],
+        Does::CheckApply { check, apply, .. } => vec![check, apply],
+        Does::Files | Does::Image | Does::CollectiveSsh => vec![],
+    })
+}
+
+fn always(_: &Profile, _: &Node) -> bool {
+    true
+}
+
+fn has_gpus(_: &Profile, n: &Node) -> bool {
+    n.gpus > 0
+}
+
+fn no_values(_: &Facts<'_>, _: &NodeSession) -> Result<Value, BootstrapError> {
+    Ok(json!({}))
+}
+
+/// What the steps are rendered from, gathered once for the whole cluster.
+pub struct Facts<'a> {
+    pub renderer: Renderer,
+    pub inputs: &'a Inputs<'a>,
+    pub master: &'a NodeSession,
+    /// Every node, master first, with its slots.
+    pub hosts: Vec<HostSlots>,
+    pub private_key: Vec<u8>,
+    pub public_key: Vec<u8>,
+    pub hostfile: String,
+    pub discover: String,
+    pub host_names: String,
+    /// The image's id on this machine, when it is here (else its reference).
+    pub image_id: String,
+}
+
+impl<'a> Facts<'a> {
+    pub async fn gather(
+        inputs: &'a Inputs<'a>,
+        sessions: &'a [NodeSession],
+    ) -> Result<Facts<'a>, BootstrapError> {
+        let renderer = Renderer::new()?;
+        let master = sessions
+            .first()
+            .ok_or_else(|| BootstrapError::Other("no nodes".into()))?;
+        let hosts = super::host_slots(sessions);
+        let private_key = std::fs::read(inputs.dir.private_key())
+            .map_err(|e| BootstrapError::Other(format!("cannot read the cluster key: {e}")))?;
+        let public_key = std::fs::read(inputs.dir.public_key_file())
+            .map_err(|e| BootstrapError::Other(format!("cannot read the cluster key: {e}")))?;
+        let hostfile = renderer.hostfile(&hosts)?;
+        let discover = renderer.render("discover_hosts.sh", &json!({}))?;
+        let host_names = render::ssh_host_names(&hosts);
+        let image = &inputs.profile.container.image;
+        let image_id = super::image::local_image_id(image)
+            .await
+            .unwrap_or_else(|| image.clone());
+        Ok(Facts {
+            renderer,
+            inputs,
+            master,
+            hosts,
+            private_key,
+            public_key,
+            hostfile,
+            discover,
+            host_names,
+            image_id,
+        })
+    }
+}
+
+fn docker_values(f: &Facts<'_>, s: &NodeSession) -> Result<Value, BootstrapError> {
+    Ok(json!({"role": s.node.role, "storage": storage_name(f.inputs.profile.storage.kind)}))
+}
+
+/// What the /shared scripts are rendered from.
+pub struct SharedInputs<'a> {
+    pub storage: StorageKind,
+    pub clients: &'a str,
+    pub master: &'a str,
+    pub master_ip: &'a str,
+    pub export: Option<&'a str>,
+}
+
+/// The profile's storage kind as the templates name it.
+pub fn storage_name(kind: StorageKind) -> &'static str {
+    match kind {
+        StorageKind::MasterNfs => "master-nfs",
+        StorageKind::Manila => "manila",
+        StorageKind::None => "none",
+    }
+}
+
+fn shared_step_values(f: &Facts<'_>, s: &NodeSession) -> Result<Value, BootstrapError> {
+    let master_ip = f.master.node.private_ip.clone().unwrap_or_default();
+    let shared = SharedInputs {
+        storage: f.inputs.profile.storage.kind,
+        clients: &f.inputs.clients_cidr,
+        master: &f.master.node.name,
+        master_ip: &master_ip,
+        export: f.inputs.share_export.as_deref(),
+    };
+    shared_values(&f.renderer, &shared, s.node.role.as_str())
+}
+
+/// The values of shared.check.sh / shared.apply.sh for a node of `role`. The subnet and the
+/// export location are checked here, as they land in /etc/exports, nfs-ganesha's
+/// configuration and /etc/fstab (and are shell-quoted in the scripts as well).
+pub fn shared_values(
+    r: &Renderer,
+    s: &SharedInputs<'_>,
+    role: &str,
+) -> Result<Value, BootstrapError> {
+    crate::input::check_cidr(s.clients)
+        .map_err(|e| BootstrapError::Other(format!("the cluster's subnet: {e}")))?;
+    let export = match (s.storage, s.export) {
+        (StorageKind::Manila, Some(e)) => {
+            crate::input::check_nfs_export(e)
+                .map_err(|e| BootstrapError::Other(format!("the Manila share: {e}")))?;
+            e
+        }
+        (StorageKind::Manila, None) => {
+            return Err(BootstrapError::Other(
+                "the Manila share has no NFS export location yet".into(),
+            ))
+        }
+        _ => "",
+    };
+    let ganesha_conf = r.render("ganesha.conf", &json!({ "clients": s.clients }))?;
+    Ok(json!({
+        "role": role,
+        "storage": storage_name(s.storage),
+        "clients": s.clients,
+        "master": s.master,
+        "master_ip": s.master_ip,
+        "export": export,
+        "node_dir": NODE_DIR,
+        "ganesha_conf": ganesha_conf,
+    }))
+}
+
+#[derive(Serialize)]
+struct ContainerValues<'a> {
+    role: &'a str,
+    gpus: u32,
+    config_hash: &'a str,
+    ssh_port: u16,
+    image: &'a str,
+    hosts: &'a [HostSlots],
+}
+
+fn container_values(f: &Facts<'_>, s: &NodeSession) -> Result<Value, BootstrapError> {
+    let p = f.inputs.profile;
+    // What the container depends on: a change recreates it. The token is hashed, never shown.
+    let mut h = Sha256::new();
+    for part in [
+        // Not the host list: adding a worker must not restart the containers a running job uses.
+        f.image_id.as_bytes(),
+        &f.public_key,
+        f.inputs.jupyter_token.as_bytes(),
+        s.node.role.as_str().as_bytes(),
+        // How the container is run: a new mount or flag recreates it.
+        render::template_source("container.apply.sh")
+            .unwrap_or_default()
+            .as_bytes(),
+    ] {
+        h.update(part);
+        h.update([0]);
+    }
+    h.update(p.container.ssh_port.to_string());
+    let config_hash = hex::encode(&h.finalize()[..8]);
+    let values = ContainerValues {
+        role: s.node.role.as_str(),
+        gpus: s.node.gpus,
+        config_hash: &config_hash,
+        ssh_port: p.container.ssh_port,
+        image: &p.container.image,
+        hosts: &f.hosts,
+    };
+    serde_json::to_value(values)
+        .map_err(|e| BootstrapError::Other(format!("the container's values: {e}")))
+}
+
+/// The cluster key (both halves), the node-name ssh_config, the check job, and on the master
+/// the Jupyter token, the hostfile and the discovery script.
+pub async fn write_files(f: &Facts<'_>, s: &NodeSession) -> Result<(), BootstrapError> {
+    let is_master = s.node.role == Role::Master;
+    s.ssh
+        .write_file(
+            &format!("{NODE_DIR}/ssh/authorized_keys"),
+            &f.public_key,
+            0o600,
+        )
+        .await?;
+    s.ssh
+        .write_file(&format!("{NODE_DIR}/ssh/id_ed25519"), &f.private_key, 0o600)
+        .await?;
+    s.ssh
+        .write_file(
+            &format!("{NODE_DIR}/ssh/id_ed25519.pub"),
+            &f.public_key,
+            0o644,
+        )
+        .await?;
+    s.ssh
+        .write_file(
+            &format!("{NODE_DIR}/ssh_config.d/hosts.conf"),
+            f.host_names.as_bytes(),
+            0o644,
+        )
+        .await?;
+    s.ssh
+        .write_file(
+            &format!("{NODE_DIR}/check.py"),
+            render::CHECK_JOB.as_bytes(),
+            0o644,
+        )
+        .await?;
+    if is_master {
+        s.ssh
+            .write_file(
+                &format!("{NODE_DIR}/jupyter/token"),
+                f.inputs.jupyter_token.as_bytes(),
+                0o600,
+            )
+            .await?;
+        s.ssh
+            .write_file(
+                &format!("{NODE_DIR}/hostfile"),
+                f.hostfile.as_bytes(),
+                0o644,
+            )
+            .await?;
+        s.ssh
+            .write_file(
+                &format!("{NODE_DIR}/discover_hosts.sh"),
+                f.discover.as_bytes(),
+                0o755,
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_run_in_order_and_their_templates_reach_the_renderer() {
+        let names: Vec<&str> = STEPS.iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "cloud-init",
+                "docker",
+                "gpu runtime",
+                "shared",
+                "image",
+                "keys and files",
+                "container",
+                "collective ssh"
+            ]
+        );
+        for t in templates() {
+            assert_eq!(render::template_source(t.name), Some(t.text), "{}", t.name);
+        }
+        assert_eq!(templates().count(), 9);
+        let r = Renderer::new().unwrap();
+        assert!(r
+            .render("cloud-init.check.sh", &json!({}))
+            .unwrap()
+            .contains("cloud-init"));
+    }
+}

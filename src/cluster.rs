@@ -1,0 +1,322 @@
+//! What many commands share about a cluster that exists: its folder and nodes
+//! ([`existing`], [`target`]), how its nodes are reached ([`Reach`]: the one place the
+//! ssh_config is written), and an opened cluster ([`Opened`]: a session to every node, the
+//! Jupyter token, the subnet, the Jupyter URL).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::bootstrap::{self, BootstrapError, NodeSession};
+use crate::cmd::{Context, Error, Target};
+use crate::input::{self, ClusterName, CLUSTER_NAME_RULE};
+use crate::plan::Role;
+use crate::profile::{self, JupyterAccess, Profile};
+use crate::provider::{self, Place, Provider};
+use crate::ssh::{self, Host};
+use crate::state::{self, ClusterDir, Node};
+
+/// The cluster folder's paths go into ssh_config: a state folder ssh_config cannot carry is
+/// bad input (exit 2), refused before anything is created.
+pub fn check_state_dir_for_ssh(ctx: &Context, cluster: &ClusterName) -> Result<(), String> {
+    ssh::config_path_word(&ctx.state_root.join(cluster.as_str()))
+        .map(drop)
+        .map_err(|e| format!("--state-dir: {e}"))
+}
+
+/// A cluster the last `up` made: its profile, folder, provider and nodes (with slots).
+pub struct Existing {
+    pub profile: Profile,
+    pub dir: ClusterDir,
+    pub provider: Box<dyn Provider>,
+    pub nodes: Vec<Node>,
+}
+
+/// Loads the profile and finds the nodes of the cluster it names.
+pub async fn existing(ctx: &Context, file: &Path) -> Result<Existing, Error> {
+    let p = profile::load(file)?;
+    check_state_dir_for_ssh(ctx, &p.name).map_err(Error::Usage)?;
+    // Reaching the nodes needs the key kept in the folder: without one, say so, make none.
+    let dir = ClusterDir::look(&ctx.state_root, &p.name)?.required()?;
+    let provider = provider::connect(&Place::of(&p)).await?;
+    let nodes = nodes_with_slots(&p, provider.nodes(&p.name).await?);
+    if nodes.is_empty() {
+        return Err(Error::Runtime(format!(
+            "cluster `{}` has no nodes; run `hvd-cluster up {}` first",
+            p.name,
+            file.display()
+        )));
+    }
+    Ok(Existing {
+        profile: p,
+        dir,
+        provider,
+        nodes,
+    })
+}
+
+impl Existing {
+    pub fn reach(&self) -> Reach<'_> {
+        Reach {
+            dir: &self.dir,
+            user: &self.profile.ssh_user,
+            nodes: &self.nodes,
+        }
+    }
+
+    /// A session to every node.
+    pub async fn open(&self, ctx: &Context) -> Result<Opened, Error> {
+        open(ctx, &self.profile, &self.dir, &self.nodes).await
+    }
+}
+
+/// Resolves a `status`/`down` target to a cluster name, its folder and a connected provider.
+pub async fn target(
+    ctx: &Context,
+    target: Target,
+) -> Result<(ClusterName, ClusterDir, Box<dyn Provider>), Error> {
+    let (name, place) = match target {
+        Target::Profile(file) => {
+            let p = profile::load(&file)?;
+            (p.name.clone(), Place::of(&p))
+        }
+        Target::Cluster { name, cloud } => {
+            if name.is_empty() {
+                return Err(Error::Usage("give a profile FILE or --cluster NAME".into()));
+            }
+            // Before any file or cloud call: the name becomes a folder, a tag and URL parts.
+            let name = ClusterName::parse(&name).map_err(|e| {
+                Error::Usage(format!("--cluster: {e}\n  help: {CLUSTER_NAME_RULE}"))
+            })?;
+            if let Some(cloud) = &cloud {
+                input::check_cloud_name(cloud)
+                    .map_err(|e| Error::Usage(format!("--cloud: {e}")))?;
+            }
+            let saved = ClusterDir::look(&ctx.state_root, &name)?.load()?;
+            let place = Place::of_saved(&saved, cloud);
+            (name, place)
+        }
+    };
+    // `status` and `down` only look: a cluster with no folder here (made elsewhere, or
+    // already gone) gets none from them.
+    let dir = ClusterDir::look(&ctx.state_root, &name)?;
+    let provider = provider::connect(&place).await?;
+    Ok((name, dir, provider))
+}
+
+/// Slots per node: stated in the profile, else one per GPU, else one.
+pub fn nodes_with_slots(p: &Profile, mut nodes: Vec<Node>) -> Vec<Node> {
+    for n in &mut nodes {
+        let (slots, gpus) = if n.role == Role::Master {
+            (p.master.slots, None)
+        } else {
+            (p.workers.slots, p.workers.gpus)
+        };
+        if let Some(g) = gpus {
+            n.gpus = g;
+        }
+        n.slots = slots.unwrap_or(n.gpus.max(1));
+    }
+    nodes
+}
+
+/// How a cluster's nodes are reached: through the ssh_config in its folder, as its login
+/// user (the master by its public address, workers through the master).
+pub struct Reach<'a> {
+    pub dir: &'a ClusterDir,
+    pub user: &'a str,
+    pub nodes: &'a [Node],
+}
+
+impl Reach<'_> {
+    /// Writes the cluster's ssh_config (master by its public address when it has one, workers
+    /// through the master) and returns its path.
+    pub fn ssh_config(&self) -> Result<PathBuf, BootstrapError> {
+        let master = self
+            .nodes
+            .iter()
+            .find(|n| n.role == Role::Master)
+            .ok_or_else(|| BootstrapError::Other("the cluster has no master".into()))?;
+        let hosts: Vec<Host> = self
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                let is_master = n.role == Role::Master;
+                let address = if is_master {
+                    n.public_ip.clone().or_else(|| n.private_ip.clone())
+                } else {
+                    n.private_ip.clone()
+                }?;
+                Some(Host {
+                    alias: n.name.clone(),
+                    address,
+                    user: self.user.to_string(),
+                    jump: (!is_master).then(|| master.name.clone()),
+                })
+            })
+            .collect();
+        let path = ssh::config_path(&self.dir.path);
+        state::write_atomic(
+            &path,
+            ssh::render_config(&self.dir.path, &hosts)?.as_bytes(),
+            0o600,
+        )?;
+        Ok(path)
+    }
+
+    /// Sessions to `which` of the nodes (master first), each waited for up to `deadline`.
+    pub async fn connect(
+        &self,
+        ctx: &Context,
+        which: &[Node],
+        deadline: Duration,
+    ) -> Result<Vec<NodeSession>, BootstrapError> {
+        let config = self.ssh_config()?;
+        bootstrap::connect_all(&config, which, &ctx.progress, deadline).await
+    }
+}
+
+/// A connected cluster: an SSH session to every node, master first.
+pub struct Opened {
+    pub sessions: Vec<NodeSession>,
+    pub token: String,
+    pub clients_cidr: String,
+    /// `storage.kind = "manila"`: the share's export location, mounted on every node.
+    pub share_export: Option<String>,
+}
+
+/// Generates the Jupyter token once; it lives in the cluster folder (0600), never in output
+/// other than the URL printed for the user.
+fn jupyter_token(dir: &ClusterDir) -> Result<String, Error> {
+    let path = dir.path.join("jupyter_token");
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        if !t.trim().is_empty() {
+            return Ok(t.trim().to_string());
+        }
+    }
+    let token = hex::encode(rand::random::<[u8; 24]>());
+    state::write_atomic(&path, token.as_bytes(), 0o600)?;
+    Ok(token)
+}
+
+/// Connects to every node (waiting up to 10 minutes for SSH) and reads the master's subnet.
+pub async fn open(
+    ctx: &Context,
+    p: &Profile,
+    dir: &ClusterDir,
+    nodes: &[Node],
+) -> Result<Opened, Error> {
+    let reach = Reach {
+        dir,
+        user: &p.ssh_user,
+        nodes,
+    };
+    let sessions = reach.connect(ctx, nodes, Duration::from_secs(600)).await?;
+    let master = &sessions[0];
+    let cidr = master
+        .ssh
+        .run(&format!(
+            "ip -o -4 addr show dev {} | awk '{{print $4}}' | head -n1",
+            ssh::shell_quote(&master.iface)
+        ))
+        .await
+        .map_err(BootstrapError::from)?;
+    let clients_cidr = network_of(cidr.trim()).unwrap_or_else(|| p.subnet_cidr().to_string());
+    Ok(Opened {
+        sessions,
+        token: jupyter_token(dir)?,
+        clients_cidr,
+        share_export: None,
+    })
+}
+
+/// `172.18.0.5/16` → `172.18.0.0/16`.
+fn network_of(addr: &str) -> Option<String> {
+    let (ip, len) = addr.split_once('/')?;
+    let ip: std::net::Ipv4Addr = ip.parse().ok()?;
+    let len: u32 = len.parse().ok().filter(|l| *l <= 32)?;
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    Some(format!(
+        "{}/{len}",
+        std::net::Ipv4Addr::from(u32::from(ip) & mask)
+    ))
+}
+
+pub struct JupyterUrl {
+    /// What this process fetches for the check.
+    pub reachable: String,
+    /// What the user is told.
+    pub shown: String,
+}
+
+impl Opened {
+    /// The master's session (`open` connects it first, and fails without one).
+    pub fn master(&self) -> &NodeSession {
+        &self.sessions[0]
+    }
+
+    pub fn inputs<'a>(&'a self, p: &'a Profile, dir: &'a ClusterDir) -> bootstrap::Inputs<'a> {
+        bootstrap::Inputs {
+            profile: p,
+            dir,
+            jupyter_token: &self.token,
+            clients_cidr: self.clients_cidr.clone(),
+            share_export: self.share_export.clone(),
+        }
+    }
+
+    /// The Jupyter URL: the provider's published port (local), the floating IP when the
+    /// profile opens 8888, else an SSH tunnel through the master (`hvd-cluster jupyter`
+    /// keeps one open).
+    pub async fn jupyter_url(
+        &self,
+        p: &Profile,
+        provider: &dyn Provider,
+    ) -> Result<JupyterUrl, Error> {
+        let token = &self.token;
+        if let Some(endpoint) = provider.jupyter_endpoint(&p.name).await? {
+            let url = format!("http://{endpoint}/lab?token={token}");
+            return Ok(JupyterUrl {
+                reachable: url.clone(),
+                shown: url,
+            });
+        }
+        let master = self.master();
+        if p.access.jupyter == JupyterAccess::Public {
+            if let Some(ip) = &master.node.public_ip {
+                let url = format!("http://{ip}:8888/lab?token={token}");
+                return Ok(JupyterUrl {
+                    reachable: url.clone(),
+                    shown: url,
+                });
+            }
+        }
+        let port = free_port()?;
+        let loopback = std::net::IpAddr::from(std::net::Ipv4Addr::LOCALHOST);
+        master
+            .ssh
+            .session()
+            .request_port_forward(
+                openssh::ForwardType::Local,
+                (loopback, port),
+                (loopback, 8888),
+            )
+            .await
+            .map_err(|e| Error::Runtime(format!("cannot open an SSH tunnel to Jupyter: {e}")))?;
+        Ok(JupyterUrl {
+            reachable: format!("http://127.0.0.1:{port}/lab?token={token}"),
+            shown: format!(
+                "run `hvd-cluster jupyter {}` for a tunnel, then open the URL it prints",
+                p.name
+            ),
+        })
+    }
+}
+
+fn free_port() -> Result<u16, Error> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| Error::Runtime(format!("no free local port: {e}")))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| Error::Runtime(format!("no free local port: {e}")))
+}

@@ -1,0 +1,127 @@
+//! What the commands print: the human lines and the `--json` documents, in one place. Values
+//! that come from the cloud (names, ids, fault messages) are escaped for the terminal.
+
+use serde::Serialize;
+
+use crate::check::CheckReport;
+use crate::input;
+use crate::plan::{self, Health, Plan};
+use crate::state::{self, ClusterState};
+
+/// Pretty JSON; a value that cannot be encoded says so instead of panicking.
+pub fn to_json(value: &impl Serialize) -> String {
+    serde_json::to_string_pretty(value)
+        .unwrap_or_else(|e| format!("{{\"error\": \"cannot encode output: {e}\"}}"))
+}
+
+/// The one way a command prints its result: `value` as JSON with `--json`, else `human`.
+pub fn emit(json: bool, value: &impl Serialize, human: impl FnOnce()) {
+    if json {
+        println!("{}", to_json(value));
+    } else {
+        human();
+    }
+}
+
+/// `plan --json`.
+#[derive(Serialize)]
+pub struct PlanReport<'a> {
+    pub cluster: &'a str,
+    pub plan: &'a Plan,
+    pub counts: plan::PlanCounts,
+    pub quota_shortfalls: &'a [plan::Shortfall],
+}
+
+/// One line: how many resources a plan creates, replaces, deletes and keeps.
+pub fn summary(plan: &Plan) -> String {
+    let c = plan.counts();
+    format!(
+        "{} to create, {} to replace, {} to delete, {} unchanged",
+        c.create, c.replace, c.delete, c.keep
+    )
+}
+
+/// The nodes `up` made, with their addresses.
+pub fn print_nodes(cluster: &str, st: &ClusterState) {
+    println!("cluster `{cluster}` resources:");
+    for n in &st.nodes {
+        println!(
+            "  {:<24} {:<7} private {:<15} public {}",
+            n.name,
+            n.role,
+            n.private_ip.as_deref().unwrap_or("-"),
+            n.public_ip.as_deref().unwrap_or("-")
+        );
+    }
+}
+
+/// The acceptance check's result, and the allreduce bandwidth for each size.
+pub fn print_check(r: &CheckReport) {
+    println!(
+        "check: {} container(s) running; /shared read on {}{}; Jupyter answers \"{}\"; {} rank(s) joined on {}",
+        r.containers,
+        r.shared_read_on.as_deref().unwrap_or("-"),
+        if r.shared_kernel_mounts.is_empty() {
+            String::new()
+        } else {
+            format!(", kernel NFS on {}", r.shared_kernel_mounts.join(", "))
+        },
+        r.jupyter_title.as_deref().unwrap_or("-"),
+        r.ranks,
+        r.hosts.join(", ")
+    );
+    for b in &r.bandwidth {
+        println!(
+            "  allreduce {:>3} MiB: {:>8.1} ms, algbw {:>7.1} MiB/s, busbw {:>7.1} MiB/s",
+            b.size_mib, b.ms, b.algbw_mibps, b.busbw_mibps
+        );
+    }
+}
+
+/// `status --json`.
+#[derive(Serialize)]
+pub struct StatusReport<'a> {
+    pub cluster: &'a str,
+    pub resources: &'a [plan::Observed],
+    pub nodes: &'a [state::Node],
+    pub healthy: bool,
+}
+
+/// `status`: every resource with its health, then every node.
+pub fn print_status(name: &str, observed: &[plan::Observed], nodes: &[state::Node]) {
+    if observed.is_empty() {
+        println!("cluster `{name}`: nothing exists");
+        return;
+    }
+    println!("cluster `{name}`:");
+    let mut sorted = observed.to_vec();
+    sorted.sort_by_key(|o| (o.kind.level(), o.name.clone()));
+    for o in &sorted {
+        let health = match &o.health {
+            Health::Ready => "ready".to_string(),
+            Health::Pending => "building".to_string(),
+            Health::Failed(why) => format!("FAILED: {}", input::shown_message(why, 300)),
+        };
+        // Names, ids and fault messages are the cloud's words: escaped for the terminal.
+        println!(
+            "  {:<18} {:<28} {:<38} {health}",
+            o.kind,
+            input::shown(&o.name),
+            input::shown(&o.id)
+        );
+    }
+    for n in nodes {
+        let elastic = match n.in_discovery {
+            Some(true) => "  elastic: listed",
+            Some(false) => "  elastic: not listed",
+            None => "",
+        };
+        println!(
+            "  node {:<23} {:<7} private {:<15} public {}{elastic}",
+            n.name,
+            n.role,
+            n.private_ip.as_deref().unwrap_or("-"),
+            n.public_ip.as_deref().unwrap_or("-")
+        );
+    }
+}

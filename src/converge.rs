@@ -1,0 +1,241 @@
+//! Converging a cluster to its profile, the work `up`, `scale` and `heal` share: connect and
+//! resolve names, observe and plan (with quotas, and for `heal` a probe of the workers over
+//! SSH), drain leaving workers from elastic discovery, apply, then bootstrap every node, list
+//! the workers for elastic jobs, and run the acceptance check.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::bootstrap;
+use crate::check;
+use crate::cluster::{self, Reach};
+use crate::cmd::output::{print_check, print_nodes, summary};
+use crate::cmd::{Context, Error};
+use crate::images;
+use crate::input;
+use crate::plan::{self, Health, Plan, Role, Shortfall};
+use crate::profile::{self, Profile};
+use crate::provider::{self, Place, Provider};
+use crate::render::HostSlots;
+use crate::ssh;
+use crate::state::ClusterDir;
+
+/// Connects to the provider a profile names and resolves every name it uses.
+pub async fn connect(ctx: &Context, p: &Profile) -> Result<Box<dyn Provider>, Error> {
+    let spinner = ctx.progress.spinner("connecting");
+    let mut provider = provider::connect(&Place::of(p)).await?;
+    spinner.set_message("resolving flavors, images, networks");
+    provider.resolve(p).await?;
+    spinner.finish_and_clear();
+    Ok(provider)
+}
+
+/// Observes the cluster and plans; returns the plan and the quotas it would exceed.
+pub async fn prepare(
+    ctx: &Context,
+    p: &Profile,
+    dir: &ClusterDir,
+    provider: &dyn Provider,
+) -> Result<(Plan, Vec<Shortfall>), Error> {
+    let spinner = ctx.progress.spinner("looking for the cluster's resources");
+    let mut observed = ctx.applier(provider, dir, dir.load()?).observe().await?;
+    if ctx.probe_workers {
+        spinner.set_message("probing the workers over SSH");
+        probe_workers(p, dir, &mut observed).await?;
+    }
+    let plan = plan::plan(p, provider.blueprint(), &observed);
+    spinner.set_message("checking quotas");
+    let shortfalls = provider.shortfalls(&plan).await?;
+    spinner.finish_and_clear();
+    Ok((plan, shortfalls))
+}
+
+/// `up` (and `scale`, `heal`): create or converge, bootstrap, check, print the Jupyter URL.
+pub async fn converge(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8, Error> {
+    let started = std::time::Instant::now();
+    let p = profile::load(file)?;
+    cluster::check_state_dir_for_ssh(ctx, &p.name).map_err(Error::Usage)?;
+    let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
+    let _lock = dir.lock()?;
+    let targets = provider::images_to_build(&p, infra_only);
+    if !targets.is_empty() {
+        ctx.progress
+            .line("images: building what is missing (the first time takes minutes)");
+        images::ensure(&ctx.state_root.join(".images"), targets, &ctx.progress).await?;
+    }
+    let mut provider = connect(ctx, &p).await?;
+    let (plan, shortfalls) = prepare(ctx, &p, &dir, provider.as_ref()).await?;
+    if !shortfalls.is_empty() {
+        return Err(Error::Quota(shortfalls));
+    }
+    let mut saved = dir.load()?;
+    saved.cloud = p.cloud.clone();
+    saved.provider = Some(p.provider);
+    saved.ssh_user = Some(p.ssh_user.clone());
+    dir.save(&saved)?;
+    provider.set_public_key(dir.ensure_keypair()?);
+    let provider = provider.as_ref();
+
+    let applier = ctx.applier(provider, &dir, dir.load()?);
+    if plan.is_noop() {
+        ctx.progress.line(format!(
+            "cluster `{}`: every resource exists; nothing to change",
+            p.name
+        ));
+    } else {
+        ctx.progress
+            .line(format!("cluster `{}`: {}", p.name, summary(&plan)));
+        if !infra_only {
+            drain_leaving_workers(ctx, &p, &dir, &plan).await?;
+        }
+        applier.apply(&plan).await?;
+    }
+    let mut st = applier.state();
+    st.nodes = cluster::nodes_with_slots(&p, provider.nodes(&p.name).await?);
+    dir.save(&st)?;
+    ctx.progress.line(format!(
+        "resources ready after {:.1}s, {} API calls",
+        started.elapsed().as_secs_f64(),
+        provider.calls()
+    ));
+    print_nodes(&p.name, &st);
+    if infra_only {
+        return Ok(0);
+    }
+    let mut opened = cluster::open(ctx, &p, &dir, &st.nodes).await?;
+    if p.storage.kind == profile::StorageKind::Manila {
+        opened.share_export = provider.share_export(&p.name).await?;
+    }
+    let changed =
+        bootstrap::bootstrap(&opened.inputs(&p, &dir), &opened.sessions, &ctx.progress).await?;
+    ctx.progress.line(format!(
+        "bootstrap: {changed} step(s) changed something, after {:.1}s",
+        started.elapsed().as_secs_f64()
+    ));
+    let workers: Vec<_> = bootstrap::host_slots(&opened.sessions)
+        .into_iter()
+        .skip(1)
+        .collect();
+    bootstrap::write_discovery(opened.master(), &workers).await?;
+    let url = opened.jupyter_url(&p, provider).await?;
+    let report = check::run(&p, &opened.sessions, Some(&url.reachable)).await?;
+    print_check(&report);
+    println!("Jupyter Lab: {}", url.shown);
+    ctx.progress.line(format!(
+        "cluster `{}` ready after {:.1}s",
+        p.name,
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(0)
+}
+
+/// Workers about to be deleted leave the elastic job first: they are dropped from the
+/// discovery file, and Horovod is given `drain_grace` to take them out, before they go.
+async fn drain_leaving_workers(
+    ctx: &Context,
+    p: &Profile,
+    dir: &ClusterDir,
+    plan: &Plan,
+) -> Result<(), Error> {
+    let leaving: Vec<&str> = plan
+        .deletions()
+        .into_iter()
+        .filter(|o| {
+            o.kind == plan::Kind::Server && plan::Names(&p.name).worker_index(&o.name).is_some()
+        })
+        .map(|o| o.name.as_str())
+        .collect();
+    let known = dir.load()?.nodes;
+    let Some(master) = known.iter().find(|n| n.role == Role::Master) else {
+        return Ok(());
+    };
+    if leaving.is_empty() || !known.iter().any(|n| leaving.contains(&n.name.as_str())) {
+        return Ok(());
+    }
+    let reach = Reach {
+        dir,
+        user: &p.ssh_user,
+        nodes: &known,
+    };
+    let sessions = reach
+        .connect(ctx, std::slice::from_ref(master), Duration::from_secs(60))
+        .await?;
+    // From the state file: checked again, like anything read from outside.
+    let staying: Vec<HostSlots> = known
+        .iter()
+        .filter(|n| n.role != Role::Master && !leaving.contains(&n.name.as_str()))
+        .map(|n| {
+            let ip = n
+                .private_ip
+                .as_deref()
+                .and_then(|ip| ip.parse().ok())
+                .ok_or_else(|| {
+                    format!(
+                        "the saved node {} has no valid private address",
+                        input::shown(&n.name)
+                    )
+                })?;
+            HostSlots::new(&n.name, ip, n.slots).map_err(|e| e.to_string())
+        })
+        .collect::<Result<_, String>>()
+        .map_err(|e| Error::Runtime(format!("{}: {e}", dir.state_file().display())))?;
+    bootstrap::write_discovery(&sessions[0], &staying).await?;
+    ctx.progress.line(format!(
+        "dropped {} from elastic discovery; giving running jobs {}s to let them go",
+        leaving.join(", "),
+        ctx.drain_grace.as_secs()
+    ));
+    tokio::time::sleep(ctx.drain_grace).await;
+    Ok(())
+}
+
+/// Marks as failed every worker whose server looks fine to the cloud but whose node does not
+/// answer SSH or whose Horovod container is not running, so the plan replaces it.
+async fn probe_workers(
+    p: &Profile,
+    dir: &ClusterDir,
+    observed: &mut plan::Observation,
+) -> Result<(), Error> {
+    let known = dir.load()?.nodes;
+    if !known.iter().any(|n| n.role == Role::Master) || !dir.private_key().exists() {
+        return Ok(());
+    }
+    let reach = Reach {
+        dir,
+        user: &p.ssh_user,
+        nodes: &known,
+    };
+    let config = reach.ssh_config()?;
+    let names = plan::Names(&p.name);
+    for o in observed.resources.iter_mut() {
+        if o.kind != plan::Kind::Server
+            || o.health != Health::Ready
+            || names.worker_index(&o.name).is_none()
+        {
+            continue;
+        }
+        let probe = async {
+            let ssh = ssh::Ssh::connect(&config, &o.name)
+                .await
+                .map_err(|e| format!("SSH dead: {e}"))?;
+            let running = ssh
+                .sudo("docker inspect -f '{{.State.Running}}' hvd")
+                .await
+                .map_err(|_| "no Horovod container".to_string())?;
+            ssh.close().await;
+            if running.trim() == "true" {
+                Ok(())
+            } else {
+                Err("Horovod container down".to_string())
+            }
+        };
+        let verdict = match tokio::time::timeout(Duration::from_secs(30), probe).await {
+            Ok(result) => result,
+            Err(_) => Err("SSH dead: no answer in 30s".to_string()),
+        };
+        if let Err(why) = verdict {
+            o.health = Health::Failed(why);
+        }
+    }
+    Ok(())
+}

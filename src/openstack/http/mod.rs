@@ -1,0 +1,306 @@
+//! The one request path every service goes through: token, endpoint from the catalog,
+//! microversion headers, JSON, bounded retries with backoff and jitter, the call counter,
+//! error decoding. The requests and replies are here; `session` holds the token and makes
+//! the calls, `retry` decides what is tried again.
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+pub use reqwest::Method;
+
+mod retry;
+mod session;
+
+pub use retry::{parse_retry_after, Failure, RetryPolicy};
+pub use session::next_page_query;
+pub(crate) use session::{build_url, Session};
+
+use super::error::{self, ApiError, OpenStackError};
+
+/// Nova microversion sent with every compute call. 2.90 is the first with everything we use:
+/// tags on create (2.52), embedded flavor with extra_specs in server bodies (2.47),
+/// `networks` required (2.37), hostname settable on create and shown to users (2.90).
+/// 2026.1 nova supports up to 2.10x; 2.90 keeps us working on clouds back to 2023.1
+/// (Antelope, max 2.95). At 2.90 keypairs are still imported only with a public key, which
+/// is all we do.
+pub const NOVA_MICROVERSION: &str = "2.90";
+
+/// Manila microversion: >= 2.45 for `GET /share-access-rules?share_id=` and access-rule
+/// metadata; 2.65 (Wallaby) is old enough for every supported cloud and has the access
+/// rule `state` (2.28) and export-location `preferred` (2.14).
+pub const MANILA_MICROVERSION: &str = "2.65";
+
+/// Cinder microversion: 3.67 makes the project id in the URL optional, so the catalog's
+/// `block-storage` endpoint (`.../v3`, no project) works as well as `volumev3`
+/// (`.../v3/{project_id}`); metadata list filters need >= 3.34 anyway.
+pub const CINDER_MICROVERSION: &str = "3.67";
+
+/// An OpenStack service the client talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Service {
+    Identity,
+    Compute,
+    Network,
+    Image,
+    Share,
+    Volume,
+}
+
+impl Service {
+    /// The project's name, used in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Identity => "keystone",
+            Service::Compute => "nova",
+            Service::Network => "neutron",
+            Service::Image => "glance",
+            Service::Share => "manila",
+            Service::Volume => "cinder",
+        }
+    }
+
+    /// Catalog service types, preferred first (official type, then aliases).
+    pub fn catalog_types(self) -> &'static [&'static str] {
+        match self {
+            Service::Identity => &["identity"],
+            Service::Compute => &["compute"],
+            Service::Network => &["network"],
+            Service::Image => &["image"],
+            Service::Share => &["shared-file-system", "sharev2", "share"],
+            Service::Volume => &["block-storage", "volumev3", "volume", "block-store"],
+        }
+    }
+
+    /// Microversion headers pinned for this service.
+    pub fn microversion_headers(self) -> Vec<(&'static str, String)> {
+        match self {
+            Service::Compute => vec![
+                ("X-OpenStack-Nova-API-Version", NOVA_MICROVERSION.to_owned()),
+                (
+                    "OpenStack-API-Version",
+                    format!("compute {NOVA_MICROVERSION}"),
+                ),
+            ],
+            Service::Share => vec![(
+                "X-OpenStack-Manila-API-Version",
+                MANILA_MICROVERSION.to_owned(),
+            )],
+            Service::Volume => vec![(
+                "OpenStack-API-Version",
+                format!("volume {CINDER_MICROVERSION}"),
+            )],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether a catalog URL serves an API version we speak: a `volume`/`volumev2` entry
+    /// pointing at cinder's removed v1/v2 API is skipped.
+    pub fn accepts_endpoint(self, url: &str) -> bool {
+        match self {
+            Service::Volume => !url.split('/').any(|seg| seg == "v1" || seg == "v2"),
+            _ => true,
+        }
+    }
+
+    /// The API root to put request paths under, from a catalog URL: neutron's and glance's
+    /// catalog entries usually lack the version (`http://h:9696/` → `http://h:9696/v2.0`,
+    /// `http://h:9292` → `http://h:9292/v2`); a manila v1 endpoint is moved to v2.
+    pub fn api_root(self, catalog_url: &str) -> String {
+        let url = catalog_url.trim_end_matches('/');
+        match self {
+            Service::Network if !url.ends_with("/v2.0") => format!("{url}/v2.0"),
+            Service::Image if !url.ends_with("/v2") => format!("{url}/v2"),
+            Service::Share => {
+                if let Some(pos) = url.find("/v1/") {
+                    format!("{}/v2/{}", &url[..pos], &url[pos + 4..])
+                } else if let Some(base) = url.strip_suffix("/v1") {
+                    format!("{base}/v2")
+                } else {
+                    url.to_owned()
+                }
+            }
+            _ => url.to_owned(),
+        }
+    }
+}
+
+/// Client-wide settings.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    pub retry: RetryPolicy,
+    /// Default per-call timeout (a [`Request::timeout`] overrides it).
+    pub timeout: Option<Duration>,
+    pub connect_timeout: Duration,
+    /// Renew the token this long before it expires (at most half its lifetime).
+    pub renew_before: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            retry: RetryPolicy::default(),
+            timeout: Some(Duration::from_secs(120)),
+            connect_timeout: Duration::from_secs(10),
+            renew_before: Duration::from_secs(300),
+        }
+    }
+}
+
+/// One call, relative to a service's API root.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub service: Service,
+    pub method: Method,
+    /// `/`-separated path under the API root; each segment is percent-encoded as needed.
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    pub body: Option<serde_json::Value>,
+    pub retry_on_conflict: bool,
+    pub timeout: Option<Duration>,
+}
+
+impl Request {
+    pub fn new(service: Service, method: Method, path: impl Into<String>) -> Self {
+        Request {
+            service,
+            method,
+            path: path.into(),
+            query: Vec::new(),
+            body: None,
+            retry_on_conflict: false,
+            timeout: None,
+        }
+    }
+
+    pub fn get(service: Service, path: impl Into<String>) -> Self {
+        Self::new(service, Method::GET, path)
+    }
+
+    pub fn delete(service: Service, path: impl Into<String>) -> Self {
+        Self::new(service, Method::DELETE, path)
+    }
+
+    pub fn post(service: Service, path: impl Into<String>, body: serde_json::Value) -> Self {
+        Self::new(service, Method::POST, path).json(body)
+    }
+
+    pub fn put(service: Service, path: impl Into<String>, body: serde_json::Value) -> Self {
+        Self::new(service, Method::PUT, path).json(body)
+    }
+
+    pub fn json(mut self, body: serde_json::Value) -> Self {
+        self.body = Some(body);
+        self
+    }
+
+    pub fn query(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.query.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn queries(mut self, pairs: impl IntoIterator<Item = (String, String)>) -> Self {
+        self.query.extend(pairs);
+        self
+    }
+
+    /// Retry on 409 (resource busy or in use: e.g. a subnet whose ports are being released).
+    pub fn retry_on_conflict(mut self) -> Self {
+        self.retry_on_conflict = true;
+        self
+    }
+
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+}
+
+/// A successful answer.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub request_id: Option<String>,
+    pub body: Vec<u8>,
+    service: &'static str,
+    method: String,
+    path: String,
+}
+
+impl Response {
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, OpenStackError> {
+        serde_json::from_slice(&self.body).map_err(|e| self.decode_error(e.to_string(), &self.body))
+    }
+
+    /// Decodes the body as JSON, then `value[key]` as `T` (most bodies wrap one object).
+    pub fn json_at<T: DeserializeOwned>(&self, key: &str) -> Result<T, OpenStackError> {
+        let mut value: serde_json::Value = self.json()?;
+        let inner = value
+            .get_mut(key)
+            .map(serde_json::Value::take)
+            .ok_or_else(|| self.decode_error(format!("no {key:?} key"), &self.body))?;
+        self.decode_value(inner)
+    }
+
+    pub(crate) fn decode_value<T: DeserializeOwned>(
+        &self,
+        value: serde_json::Value,
+    ) -> Result<T, OpenStackError> {
+        let snippet = value.to_string();
+        serde_json::from_value(value)
+            .map_err(|e| self.decode_error(e.to_string(), snippet.as_bytes()))
+    }
+
+    pub(crate) fn decode_error(&self, message: String, body: &[u8]) -> OpenStackError {
+        OpenStackError::Decode {
+            service: self.service,
+            method: self.method.clone(),
+            path: self.path.clone(),
+            message,
+            snippet: error::redacted_snippet(body, 300),
+        }
+    }
+}
+
+/// What came back from the wire, before success/error handling.
+pub(crate) struct RawResponse {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    pub fn request_id(&self) -> Option<String> {
+        [
+            "x-openstack-request-id",
+            "x-compute-request-id",
+            "x-request-id",
+        ]
+        .iter()
+        .find_map(|h| self.headers.get(*h))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+    }
+
+    pub fn api_error(&self, service: Service, method: &Method, path: &str) -> ApiError {
+        let decoded = error::decode_error_body(&self.body);
+        let message = if decoded.message.is_empty() {
+            reqwest::StatusCode::from_u16(self.status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("(empty body)")
+                .to_owned()
+        } else {
+            decoded.message
+        };
+        ApiError {
+            service: service.name(),
+            method: method.to_string(),
+            path: path.to_owned(),
+            status: self.status,
+            code: decoded.code,
+            message,
+            request_id: self.request_id(),
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! The diff: a profile's blueprint against what the cloud holds, into ordered actions.
+
+use std::collections::BTreeMap;
+
+use super::{Action, Blueprint, Health, Kind, Names, Observation, Observed, Plan};
+use crate::profile::Profile;
+
+/// Diffs the profile, as `blueprint` lays it out, against what the cloud holds.
+pub fn plan(p: &Profile, blueprint: &dyn Blueprint, observed: &Observation) -> Plan {
+    let names = Names(&p.name);
+    let mut by_name: BTreeMap<(Kind, &str), &Observed> = BTreeMap::new();
+    for o in &observed.resources {
+        by_name.insert((o.kind, o.name.as_str()), o);
+    }
+    let mut actions = Vec::new();
+    let mut claimed: Vec<(Kind, &str)> = Vec::new();
+
+    for d in blueprint.fixed(p) {
+        let key = (d.kind(), d.name.as_str());
+        match by_name.get(&key) {
+            Some(o) => {
+                claimed.push((o.kind, o.name.as_str()));
+                actions.push(match &o.health {
+                    Health::Failed(why) => Action::Replace {
+                        old: (*o).clone(),
+                        desired: d,
+                        reason: why.clone(),
+                    },
+                    Health::Ready => Action::Keep {
+                        id: o.id.clone(),
+                        desired: d,
+                        pending: false,
+                    },
+                    Health::Pending => Action::Keep {
+                        id: o.id.clone(),
+                        desired: d,
+                        pending: true,
+                    },
+                });
+            }
+            None => actions.push(Action::Create { desired: d }),
+        }
+    }
+
+    // Workers: keep the healthy ones with the lowest numbers, drop the rest, and give new
+    // ones numbers above any ever used.
+    let mut workers: Vec<(u32, &Observed)> = observed
+        .resources
+        .iter()
+        .filter(|o| o.kind == Kind::Server)
+        .filter_map(|o| names.worker_index(&o.name).map(|i| (i, o)))
+        .collect();
+    workers.sort_by_key(|(i, _)| *i);
+    let mut next = workers
+        .iter()
+        .map(|(i, _)| *i)
+        .max()
+        .unwrap_or(0)
+        .max(observed.highest_worker_index)
+        + 1;
+    let mut kept = 0u32;
+    for (index, o) in &workers {
+        claimed.push((o.kind, o.name.as_str()));
+        match &o.health {
+            Health::Failed(why) if kept < p.workers.count => {
+                actions.push(Action::Replace {
+                    old: (*o).clone(),
+                    desired: blueprint.worker(p, next),
+                    reason: why.clone(),
+                });
+                next += 1;
+                kept += 1;
+            }
+            health @ (Health::Ready | Health::Pending) if kept < p.workers.count => {
+                actions.push(Action::Keep {
+                    id: o.id.clone(),
+                    desired: blueprint.worker(p, *index),
+                    pending: *health == Health::Pending,
+                });
+                kept += 1;
+            }
+            _ => actions.push(Action::Delete { old: (*o).clone() }),
+        }
+    }
+    while kept < p.workers.count {
+        actions.push(Action::Create {
+            desired: blueprint.worker(p, next),
+        });
+        next += 1;
+        kept += 1;
+    }
+
+    // Anything else carrying the cluster's tag is no longer wanted.
+    for o in &observed.resources {
+        if !claimed.contains(&(o.kind, o.name.as_str())) {
+            actions.push(Action::Delete { old: o.clone() });
+        }
+    }
+    Plan { actions }
+}
+
+/// `down`: every observed resource deleted, last level first.
+pub fn teardown(observed: &Observation) -> Plan {
+    let mut actions: Vec<Action> = observed
+        .resources
+        .iter()
+        .map(|o| Action::Delete { old: o.clone() })
+        .collect();
+    actions.sort_by_key(|a| std::cmp::Reverse(a.kind().level()));
+    Plan { actions }
+}

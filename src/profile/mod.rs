@@ -1,0 +1,312 @@
+//! The cluster profile: a TOML file parsed into [`Profile`], checked without any network call.
+//!
+//! The schema is here; `diagnostics` says where an error is (file, line, column, field,
+//! the nearest valid key), `validate` holds the checks a parsed profile must pass.
+
+mod diagnostics;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+pub use diagnostics::{nearest, ProfileError};
+pub use validate::parse_cidr;
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::input::ClusterName;
+use diagnostics::{locate_field, syntax_error};
+use validate::validate;
+
+/// Which kind of machine the nodes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// Servers on an OpenStack cloud.
+    #[default]
+    OpenStack,
+    /// Privileged containers on this machine's Docker engine.
+    Local,
+}
+
+impl ProviderKind {
+    /// What `validate` calls it.
+    pub fn label(self) -> &'static str {
+        match self {
+            ProviderKind::OpenStack => "OpenStack",
+            ProviderKind::Local => "local Docker",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Cluster name: every resource is named `<name>-<role>[-<i>]` and tagged with it; its
+    /// folder is `<state root>/<name>`. Checked while parsing (see [`ClusterName`]).
+    pub name: ClusterName,
+    #[serde(default)]
+    pub provider: ProviderKind,
+    /// A clouds.yaml entry; when absent the OS_* variables are used, as the `openstack` CLI does.
+    #[serde(default)]
+    pub cloud: Option<String>,
+    /// Overrides the region of the clouds.yaml entry / OS_REGION_NAME.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Overrides the endpoint interface (public, internal, admin).
+    #[serde(default)]
+    pub interface: Option<String>,
+    /// The image's login user (cloud images: `debian`, `ubuntu`, `rocky`, ...).
+    #[serde(default = "default_ssh_user")]
+    pub ssh_user: String,
+    pub master: MasterSpec,
+    pub workers: WorkerSpec,
+    #[serde(default)]
+    pub network: NetworkSpec,
+    #[serde(default)]
+    pub floating_ip: Option<FloatingIpSpec>,
+    #[serde(default)]
+    pub access: AccessSpec,
+    #[serde(default)]
+    pub storage: StorageSpec,
+    #[serde(default)]
+    pub container: ContainerSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MasterSpec {
+    /// Flavor name (OpenStack only).
+    #[serde(default)]
+    pub flavor: Option<String>,
+    /// Image name (OpenStack only).
+    #[serde(default)]
+    pub image: Option<String>,
+    /// Horovod slots on the master; default: its GPUs, or 1.
+    #[serde(default)]
+    pub slots: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSpec {
+    pub count: u32,
+    #[serde(default)]
+    pub flavor: Option<String>,
+    /// Defaults to the master's image.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// GPUs per worker; default: read from the flavor's extra specs.
+    #[serde(default)]
+    pub gpus: Option<u32>,
+    /// Horovod slots per worker; default: its GPUs, or 1.
+    #[serde(default)]
+    pub slots: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// Use this existing network (by name) and create none.
+    #[serde(default)]
+    pub existing: Option<String>,
+    /// CIDR of the subnet to create (default 10.42.0.0/24).
+    #[serde(default)]
+    pub cidr: Option<String>,
+    /// External network the created router gets its gateway on.
+    #[serde(default)]
+    pub external_network: Option<String>,
+    #[serde(default)]
+    pub dns_nameservers: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FloatingIpSpec {
+    /// The external network the master's floating IP comes from.
+    pub pool: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum JupyterAccess {
+    /// Reach Jupyter through `hvd-cluster jupyter` (an SSH tunnel); port 8888 stays closed.
+    #[default]
+    Tunnel,
+    /// Open port 8888 on the master to `allowed_cidrs`.
+    Public,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AccessSpec {
+    /// Who may reach SSH (and Jupyter when public) on the master.
+    #[serde(default)]
+    pub allowed_cidrs: Vec<String>,
+    /// Must be true for `0.0.0.0/0` to be accepted in `allowed_cidrs`.
+    #[serde(default)]
+    pub open_to_internet: bool,
+    #[serde(default)]
+    pub jupyter: JupyterAccess,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum StorageKind {
+    /// An NFS server on the master (userspace NFS), optionally on a Cinder volume.
+    #[default]
+    MasterNfs,
+    /// An NFS share from Manila, mounted on every node.
+    Manila,
+    /// No shared directory.
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StorageSpec {
+    #[serde(default)]
+    pub kind: StorageKind,
+    /// Share size (manila) in GiB; default 10.
+    #[serde(default)]
+    pub size_gb: Option<u32>,
+    /// Manila share type; default: the cloud's default type.
+    #[serde(default)]
+    pub share_type: Option<String>,
+    /// master-nfs: put /shared on a Cinder volume of this size attached to the master.
+    #[serde(default)]
+    pub volume_gb: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageSource {
+    /// Built on this machine from the Dockerfile template shipped with hvd-cluster, then
+    /// transferred like `transfer`.
+    #[default]
+    Build,
+    /// `docker pull` on every node.
+    Pull,
+    /// An image already on this machine: sent once to the master, fanned out from there to
+    /// the workers over the private network (air-gapped clouds; no N registry pulls).
+    Transfer,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Collective {
+    #[default]
+    Gloo,
+    Mpi,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerSpec {
+    #[serde(default = "default_container_image")]
+    pub image: String,
+    #[serde(default)]
+    pub source: ImageSource,
+    /// sshd port inside every Horovod container (horovodrun `-p`).
+    #[serde(default = "default_ssh_port")]
+    pub ssh_port: u16,
+    #[serde(default)]
+    pub collective: Collective,
+}
+
+impl Default for ContainerSpec {
+    fn default() -> Self {
+        ContainerSpec {
+            image: default_container_image(),
+            source: ImageSource::default(),
+            ssh_port: default_ssh_port(),
+            collective: Collective::default(),
+        }
+    }
+}
+
+fn default_ssh_user() -> String {
+    "debian".to_string()
+}
+
+fn default_container_image() -> String {
+    "hvd-cluster/horovod:tf2.12.1-hvd0.28.1".to_string()
+}
+
+fn default_ssh_port() -> u16 {
+    12345
+}
+
+/// The subnet CIDR a created network gets when the profile names none.
+pub const DEFAULT_CIDR: &str = "10.42.0.0/24";
+
+impl Profile {
+    /// The CIDR of the cluster's subnet when hvd-cluster creates the network.
+    pub fn subnet_cidr(&self) -> &str {
+        self.network.cidr.as_deref().unwrap_or(DEFAULT_CIDR)
+    }
+
+    /// True when hvd-cluster creates network, subnet (and router) itself.
+    pub fn creates_network(&self) -> bool {
+        self.network.existing.is_none()
+    }
+
+    pub fn worker_image(&self) -> Option<&str> {
+        self.workers
+            .image
+            .as_deref()
+            .or(self.master.image.as_deref())
+    }
+}
+
+/// Reads and validates a profile file.
+pub fn load(path: &Path) -> Result<Profile, ProfileError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ProfileError::new(
+            path,
+            (None, None),
+            "",
+            &format!("cannot read the profile: {e}"),
+            None,
+        )
+    })?;
+    parse(path, &text)
+}
+
+/// Parses and validates profile text; `path` is only used in messages.
+pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
+    let profile: Profile = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
+    validate(&profile).map_err(|issue| {
+        ProfileError::new(
+            path,
+            locate_field(text, &issue.field),
+            &issue.field,
+            &issue.message,
+            issue.help,
+        )
+    })?;
+    Ok(profile)
+}
+
+/// The profile text with `[workers] count` set to `n`, everything else (comments included)
+/// untouched; `None` when the text has no such line to edit.
+pub fn with_worker_count(text: &str, n: u32) -> Option<String> {
+    let (line, _) = locate_field(text, "workers.count");
+    let line = line?;
+    let mut out = String::with_capacity(text.len());
+    for (i, l) in text.split_inclusive('\n').enumerate() {
+        if i + 1 == line {
+            let (key, rest) = l.split_once('=')?;
+            let comment = rest
+                .find('#')
+                .map(|at| format!("  {}", rest[at..].trim_end()))
+                .unwrap_or_default();
+            let newline = if l.ends_with('\n') { "\n" } else { "" };
+            out.push_str(&format!("{}= {n}{comment}{newline}", key));
+        } else {
+            out.push_str(l);
+        }
+    }
+    Some(out)
+}

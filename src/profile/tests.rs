@@ -1,0 +1,282 @@
+use super::*;
+
+const GOOD: &str = r#"
+name = "demo"
+cloud = "local-user"
+
+[master]
+flavor = "m1.small"
+image = "debian-12-genericcloud-amd64"
+
+[workers]
+count = 3
+flavor = "g1.a100"
+
+[network]
+cidr = "10.42.0.0/24"
+external_network = "public"
+
+[floating_ip]
+pool = "public"
+
+[access]
+allowed_cidrs = ["203.0.113.0/24"]
+
+[storage]
+kind = "manila"
+size_gb = 10
+"#;
+
+fn parse_str(text: &str) -> Result<Profile, ProfileError> {
+    parse(Path::new("p.toml"), text)
+}
+
+#[test]
+fn good_profile_parses_with_defaults() {
+    let p = parse_str(GOOD).unwrap();
+    assert_eq!(p.name, "demo");
+    assert_eq!(p.provider, ProviderKind::OpenStack);
+    assert_eq!(p.workers.count, 3);
+    assert_eq!(p.worker_image(), Some("debian-12-genericcloud-amd64"));
+    assert_eq!(p.ssh_user, "debian");
+    assert_eq!(p.container.ssh_port, 12345);
+    assert_eq!(p.storage.kind, StorageKind::Manila);
+    assert_eq!(p.access.jupyter, JupyterAccess::Tunnel);
+    assert!(p.creates_network());
+}
+
+#[test]
+fn unknown_key_names_line_field_and_suggestion() {
+    let text = GOOD.replace("flavor = \"g1.a100\"", "flavour = \"g1.a100\"");
+    let e = parse_str(&text).unwrap_err();
+    assert_eq!(e.line, Some(11), "{e}");
+    assert_eq!(e.field, "workers.flavour");
+    assert_eq!(e.help.as_deref(), Some("did you mean `flavor`?"));
+    let shown = e.to_string();
+    assert!(
+        shown.starts_with("p.toml:11:1: `workers.flavour`: unknown field"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn unknown_top_level_table_is_suggested() {
+    let text = GOOD.replace("[floating_ip]", "[floatingip]");
+    let e = parse_str(&text).unwrap_err();
+    assert_eq!(
+        e.help.as_deref(),
+        Some("did you mean `floating_ip`?"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_type_points_at_the_value() {
+    let text = GOOD.replace("count = 3", "count = \"three\"");
+    let e = parse_str(&text).unwrap_err();
+    assert_eq!(e.line, Some(10));
+    assert_eq!(e.field, "workers.count");
+    assert!(e.message.contains("invalid type"), "{e}");
+}
+
+#[test]
+fn open_to_the_world_needs_to_be_explicit() {
+    let text = GOOD.replace("203.0.113.0/24", "0.0.0.0/0");
+    let e = parse_str(&text).unwrap_err();
+    assert_eq!(e.field, "access.allowed_cidrs");
+    assert_eq!(e.line, Some(21));
+    let ok = text.replace("[access]", "[access]\nopen_to_internet = true");
+    assert!(parse_str(&ok).is_ok());
+}
+
+#[test]
+fn semantic_errors_name_the_field() {
+    let cases = [
+        (
+            GOOD.replace("name = \"demo\"", "name = \"Demo_1\""),
+            "name",
+            Some(2),
+        ),
+        (
+            GOOD.replace("10.42.0.0/24", "10.42.0.1/24"),
+            "network.cidr",
+            Some(14),
+        ),
+        (
+            GOOD.replace("flavor = \"m1.small\"\n", ""),
+            "master.flavor",
+            None,
+        ),
+        (
+            GOOD.replace("external_network = \"public\"\n", ""),
+            "network.external_network",
+            None,
+        ),
+        (
+            GOOD.replace("allowed_cidrs = [\"203.0.113.0/24\"]", "allowed_cidrs = []"),
+            "access.allowed_cidrs",
+            Some(21),
+        ),
+        (
+            GOOD.replace(
+                "cidr = \"10.42.0.0/24\"",
+                "existing = \"net\"\ncidr = \"10.0.0.0/8\"",
+            ),
+            "network.cidr",
+            Some(15),
+        ),
+    ];
+    for (text, field, line) in cases {
+        let e = parse_str(&text).unwrap_err();
+        assert_eq!(e.field, field, "{e}");
+        assert_eq!(e.line, line, "{e}");
+    }
+}
+
+#[test]
+fn missing_table_or_key_is_named_with_its_place() {
+    let e = parse_str(&GOOD.replace("[master]", "[unused_master]")).unwrap_err();
+    assert!(e.field.starts_with("unused_master"), "{e}");
+    let text = "name = \"x\"\nprovider = \"local\"\n[workers]\ncount = 1\n";
+    let e = parse_str(text).unwrap_err();
+    assert_eq!(
+        (e.field.as_str(), e.line, e.column),
+        ("master", Some(1), Some(1)),
+        "{e}"
+    );
+    let text = "name = \"x\"\nprovider = \"local\"\n[master]\n\n[workers]\nslots = 1\n";
+    let e = parse_str(text).unwrap_err();
+    assert_eq!(
+        (e.field.as_str(), e.line),
+        ("workers.count", Some(5)),
+        "{e}"
+    );
+}
+
+#[test]
+fn shell_bearing_values_are_refused_with_their_field() {
+    let local = "name = \"x\"\nprovider = \"local\"\n[master]\n[workers]\ncount = 2\n";
+    let cases = [
+        ("name", "name = \"x\"", "name = \"$(touch /tmp/x)\""),
+        ("name", "name = \"x\"", "name = \"..\""),
+        ("name", "name = \"x\"", "name = \"a/../b\""),
+        ("ssh_user", "[master]", "ssh_user = \"root;id\"\n[master]"),
+        (
+            "ssh_user",
+            "[master]",
+            "ssh_user = \"-oProxyCommand=id\"\n[master]",
+        ),
+        ("interface", "[master]", "interface = \"publik\"\n[master]"),
+        (
+            "container.image",
+            "count = 2",
+            "count = 2\n[container]\nimage = \"img; touch /tmp/x\"",
+        ),
+        (
+            "container.image",
+            "count = 2",
+            "count = 2\n[container]\nimage = \"--privileged\"",
+        ),
+        (
+            "container.image",
+            "count = 2",
+            "count = 2\n[container]\nimage = \"img:{{ x }}\"",
+        ),
+        (
+            "container.image",
+            "count = 2",
+            "count = 2\n[container]\nimage = \"$(id)\"",
+        ),
+        (
+            "network.cidr",
+            "count = 2",
+            "count = 2\n[network]\ncidr = \"0.0.0.0/0\"",
+        ),
+        (
+            "network.cidr",
+            "count = 2",
+            "count = 2\n[network]\ncidr = \"10.0.0.0/30\"",
+        ),
+        (
+            "network.cidr",
+            "count = 2",
+            "count = 2\n[network]\ncidr = \"127.0.0.0/24\"",
+        ),
+    ];
+    for (field, from, to) in cases {
+        let e = parse_str(&local.replace(from, to)).unwrap_err();
+        assert_eq!(e.field, field, "{to}: {e}");
+        assert!(e.line.is_some() && e.column.is_some(), "{to}: {e}");
+    }
+    // A subnet just big enough: 2 workers + master + a replacement in a /29 (8 - 4).
+    let ok = local.replace("count = 2", "count = 2\n[network]\ncidr = \"10.0.0.0/29\"");
+    assert!(parse_str(&ok).is_ok());
+    let openstack_small = GOOD.replace("10.42.0.0/24", "10.42.0.0/29");
+    assert_eq!(
+        parse_str(&openstack_small).unwrap_err().field,
+        "network.cidr"
+    );
+}
+
+#[test]
+fn huge_and_control_values_come_back_short_and_escaped() {
+    let huge = format!("a{}", "b".repeat(5 * 1024 * 1024));
+    for text in [
+        GOOD.replace("name = \"demo\"", &format!("name = \"{huge}\"")),
+        GOOD.replace("count = 3", &format!("count = \"{huge}\"")),
+        GOOD.replace("count = 3", &format!("count = 3\n{huge} = 1")),
+        GOOD.replace("name = \"demo\"", "name = \"a\\nb\\u001b[31m\""),
+    ] {
+        let shown = parse_str(&text).unwrap_err().to_string();
+        assert!(shown.len() < 700, "{} bytes", shown.len());
+        assert!(!shown.contains('\u{1b}'), "{shown:?}");
+        assert_eq!(
+            shown.lines().count(),
+            shown.matches("help:").count() + 1,
+            "{shown:?}"
+        );
+    }
+}
+
+#[test]
+fn local_profile_needs_no_flavor() {
+    let text = "name = \"local\"\nprovider = \"local\"\n[master]\n[workers]\ncount = 2\n";
+    let p = parse_str(text).unwrap();
+    assert_eq!(p.provider, ProviderKind::Local);
+    assert_eq!(p.storage.kind, StorageKind::MasterNfs);
+}
+
+#[test]
+fn syntax_error_has_a_place() {
+    let e = parse_str("name = \"x\"\n[master\n").unwrap_err();
+    assert_eq!(e.line, Some(2));
+}
+
+#[test]
+fn worker_count_is_edited_in_place() {
+    let text = "name = \"x\"\n[master]\n[workers]\ncount = 2   # two\nflavor = \"f\"\n";
+    let edited = with_worker_count(text, 5).unwrap();
+    assert_eq!(
+        edited,
+        "name = \"x\"\n[master]\n[workers]\ncount = 5  # two\nflavor = \"f\"\n"
+    );
+    assert!(with_worker_count("name = \"x\"\n", 1).is_none());
+}
+
+#[test]
+fn cidr_parsing() {
+    assert!(parse_cidr("10.0.0.0/8").is_ok());
+    assert!(parse_cidr("10.0.0.0").is_err());
+    assert!(parse_cidr("10.0.0.0/33").is_err());
+    assert!(parse_cidr("300.0.0.0/8").is_err());
+    assert_eq!(
+        parse_cidr("10.0.0.5/24").unwrap_err(),
+        "`10.0.0.5/24` has host bits set; the network is 10.0.0.0/24"
+    );
+}
+
+#[test]
+fn nearest_ignores_far_words() {
+    assert_eq!(nearest("flavour", &["flavor", "image"]), Some("flavor"));
+    assert_eq!(nearest("zzzzzz", &["flavor", "image"]), None);
+}

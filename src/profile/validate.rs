@@ -1,0 +1,269 @@
+//! The checks a parsed profile must pass, none needing the network: every value that reaches
+//! a shell, a template, a file or a URL by its own grammar, the subnet, OpenStack's required
+//! names, and who may reach the master.
+
+use std::net::Ipv4Addr;
+
+use super::{AccessSpec, Profile, ProviderKind, StorageKind};
+use crate::input::{self, shown, Refused};
+
+/// A semantic problem found after parsing, before its place in the file is looked up.
+#[derive(Debug)]
+pub(super) struct Issue {
+    pub(super) field: String,
+    pub(super) message: String,
+    pub(super) help: Option<String>,
+}
+
+fn issue(field: &str, message: impl Into<String>, help: Option<&str>) -> Issue {
+    Issue {
+        field: field.to_string(),
+        message: message.into(),
+        help: help.map(str::to_string),
+    }
+}
+
+pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
+    // The name was checked while parsing (ClusterName); now every other value that reaches
+    // a shell, a template, a file or a URL, each by its own grammar.
+    input::check_login_name(&p.ssh_user).map_err(|e| refused("ssh_user", e))?;
+    if let Some(interface) = &p.interface {
+        if crate::openstack::config::Interface::parse(interface).is_none() {
+            return Err(issue(
+                "interface",
+                format!("`{}` is not an endpoint interface", shown(interface)),
+                Some("use \"public\", \"internal\" or \"admin\""),
+            ));
+        }
+    }
+    check_cloud_names(p)?;
+    input::check_image_reference(&p.container.image).map_err(|e| refused("container.image", e))?;
+    if p.workers.count > 256 {
+        return Err(issue(
+            "workers.count",
+            format!("{} workers is more than the 256 supported", p.workers.count),
+            None,
+        ));
+    }
+    for (field, v) in [
+        ("master.slots", p.master.slots),
+        ("workers.slots", p.workers.slots),
+    ] {
+        if v == Some(0) {
+            return Err(issue(
+                field,
+                "must be at least 1",
+                Some("leave it out to use one slot per GPU, or 1"),
+            ));
+        }
+    }
+    if p.provider == ProviderKind::OpenStack {
+        validate_openstack(p)?;
+    }
+    if p.network.cidr.is_some() && p.network.existing.is_none() {
+        // Also the fallback for who may mount /shared on any provider.
+        validate_subnet(p)?;
+    }
+    validate_access(&p.access)?;
+    if p.container.ssh_port == 22 || p.container.ssh_port == 0 {
+        return Err(issue(
+            "container.ssh_port",
+            format!("port {} cannot be used", p.container.ssh_port),
+            Some("the node's own sshd holds 22; Horovod's default here is 12345"),
+        ));
+    }
+    if p.storage.kind == StorageKind::Manila && p.provider == ProviderKind::Local {
+        return Err(issue(
+            "storage.kind",
+            "manila needs the openstack provider",
+            Some("use \"master-nfs\""),
+        ));
+    }
+    if p.storage.volume_gb.is_some() && p.storage.kind != StorageKind::MasterNfs {
+        return Err(issue(
+            "storage.volume_gb",
+            "only used with kind = \"master-nfs\"",
+            None,
+        ));
+    }
+    for (field, v) in [
+        ("storage.size_gb", p.storage.size_gb),
+        ("storage.volume_gb", p.storage.volume_gb),
+    ] {
+        if v == Some(0) {
+            return Err(issue(field, "must be at least 1 GiB", None));
+        }
+    }
+    Ok(())
+}
+
+fn refused(field: &str, e: Refused) -> Issue {
+    issue(field, e.0, None)
+}
+
+/// Names and ids that only reach the cloud API (as JSON or URL query values): printable, at
+/// most 255 characters.
+fn check_cloud_names(p: &Profile) -> Result<(), Issue> {
+    let fields = [
+        ("cloud", p.cloud.as_deref()),
+        ("region", p.region.as_deref()),
+        ("master.flavor", p.master.flavor.as_deref()),
+        ("master.image", p.master.image.as_deref()),
+        ("workers.flavor", p.workers.flavor.as_deref()),
+        ("workers.image", p.workers.image.as_deref()),
+        ("network.existing", p.network.existing.as_deref()),
+        (
+            "network.external_network",
+            p.network.external_network.as_deref(),
+        ),
+        (
+            "floating_ip.pool",
+            p.floating_ip.as_ref().map(|f| f.pool.as_str()),
+        ),
+        ("storage.share_type", p.storage.share_type.as_deref()),
+    ];
+    for (field, value) in fields {
+        if let Some(value) = value {
+            input::check_cloud_name(value).map_err(|e| refused(field, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// The subnet hvd-cluster creates: a real unicast range, with room for every server.
+fn validate_subnet(p: &Profile) -> Result<(), Issue> {
+    let example = Some("e.g. cidr = \"10.42.0.0/24\"");
+    let cidr = p.subnet_cidr();
+    let (addr, prefix) = parse_cidr(cidr).map_err(|m| issue("network.cidr", m, example))?;
+    if let Some(problem) = input::subnet_range_problem(addr, prefix) {
+        return Err(issue(
+            "network.cidr",
+            format!("`{}` {problem}", shown(cidr)),
+            example,
+        ));
+    }
+    // The master, every worker, and one replacement being made while a failed worker goes.
+    let servers = 2 + u64::from(p.workers.count);
+    let capacity = input::subnet_server_capacity(prefix);
+    if capacity < servers {
+        return Err(issue(
+            "network.cidr",
+            format!(
+                "`{}` holds {capacity} server address(es) (network, broadcast, gateway and DHCP take 4), but the cluster needs {servers}: the master, {} worker(s) and one replacement",
+                shown(cidr),
+                p.workers.count
+            ),
+            Some("use a larger subnet, e.g. a /24"),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_openstack(p: &Profile) -> Result<(), Issue> {
+    let need = "the openstack provider needs it";
+    if p.master.flavor.is_none() {
+        return Err(issue(
+            "master.flavor",
+            format!("missing: {need}"),
+            Some("e.g. flavor = \"m1.small\""),
+        ));
+    }
+    if p.master.image.is_none() {
+        return Err(issue("master.image", format!("missing: {need}"), None));
+    }
+    if p.workers.count > 0 && p.workers.flavor.is_none() {
+        return Err(issue("workers.flavor", format!("missing: {need}"), None));
+    }
+    match &p.network.existing {
+        Some(_) => {
+            if p.network.cidr.is_some() {
+                return Err(issue(
+                    "network.cidr",
+                    "cannot be set with `existing`: the existing network's subnet is used",
+                    None,
+                ));
+            }
+            if p.network.external_network.is_some() {
+                return Err(issue(
+                    "network.external_network",
+                    "cannot be set with `existing`: no router is created",
+                    None,
+                ));
+            }
+        }
+        None => {
+            validate_subnet(p)?;
+            if p.floating_ip.is_some() && p.network.external_network.is_none() {
+                return Err(issue(
+                    "network.external_network",
+                    "missing: a floating IP needs a router from the created network to an external network",
+                    Some("e.g. external_network = \"public\" (often the same as floating_ip.pool)"),
+                ));
+            }
+        }
+    }
+    for dns in &p.network.dns_nameservers {
+        if dns.parse::<std::net::IpAddr>().is_err() {
+            return Err(issue(
+                "network.dns_nameservers",
+                format!("`{}` is not an IP address", shown(dns)),
+                None,
+            ));
+        }
+    }
+    if p.floating_ip.is_some() && p.access.allowed_cidrs.is_empty() {
+        return Err(issue(
+            "access.allowed_cidrs",
+            "empty: nobody, hvd-cluster included, could reach the master over SSH",
+            Some("list the networks you connect from, e.g. allowed_cidrs = [\"198.51.100.0/24\"]"),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_access(a: &AccessSpec) -> Result<(), Issue> {
+    for cidr in &a.allowed_cidrs {
+        let (addr, prefix) =
+            parse_cidr(cidr).map_err(|m| issue("access.allowed_cidrs", m, None))?;
+        if prefix == 0 && addr.is_unspecified() && !a.open_to_internet {
+            return Err(issue(
+                "access.allowed_cidrs",
+                "0.0.0.0/0 opens SSH (and Jupyter) to the whole internet",
+                Some("list your own networks, or set `open_to_internet = true` under [access] if you really mean it"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Parses an IPv4 CIDR, rejecting host bits set (`10.0.0.1/24`).
+pub fn parse_cidr(cidr: &str) -> Result<(Ipv4Addr, u8), String> {
+    let (addr, prefix) = cidr
+        .split_once('/')
+        .ok_or_else(|| format!("`{}` is not a CIDR (address/prefix)", shown(cidr)))?;
+    let addr: Ipv4Addr = addr.parse().map_err(|_| {
+        format!(
+            "`{}`: `{}` is not an IPv4 address",
+            shown(cidr),
+            shown(addr)
+        )
+    })?;
+    let prefix: u8 = prefix
+        .parse()
+        .ok()
+        .filter(|p| *p <= 32)
+        .ok_or_else(|| format!("`{}`: prefix must be 0-32", shown(cidr)))?;
+    let mask = if prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - prefix)
+    };
+    if u32::from(addr) & !mask != 0 {
+        let network = Ipv4Addr::from(u32::from(addr) & mask);
+        return Err(format!(
+            "`{}` has host bits set; the network is {network}/{prefix}",
+            shown(cidr)
+        ));
+    }
+    Ok((addr, prefix))
+}

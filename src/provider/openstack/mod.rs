@@ -1,0 +1,246 @@
+//! The OpenStack provider: maps plan resources onto Nova, Neutron, Glance, Manila and Cinder.
+//!
+//! Every resource is named `<cluster>-<role>[-<i>]` and tagged `hvd-cluster:<cluster>`
+//! (Neutron tags, Nova tags + metadata, Manila/Cinder metadata). Neutron sets tags in a second
+//! call after create, so observation also looks the fixed names up: a process killed between
+//! the two calls leaves nothing that `down` cannot find. Security groups and routers get
+//! their tag only once their rules / interface exist, so one left half-made by an
+//! interrupted run is seen (by name) as failed and replaced, not kept.
+//!
+//! [`desired`] lays the cluster out; `resolve` looks the profile's names up, `quota` reads
+//! the limits, `observe` finds what exists, `create` makes and deletes one resource at a time.
+
+mod create;
+pub mod desired;
+mod observe;
+mod quota;
+mod resolve;
+
+pub use observe::pick_export;
+pub use resolve::gpus_in_extra_specs;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::openstack::{self, CloudConfig, Interface, OpenStack, OpenStackError};
+use crate::plan::{Blueprint, Desired, Kind, Observed, Plan, QuotaDelta, Shortfall};
+use crate::profile::Profile;
+use crate::provider::{Provider, ProviderError, Screen};
+use crate::state::Node;
+
+/// The tag (Nova, Neutron) and metadata key (Nova, Manila, Cinder) that mark a cluster's resources.
+pub fn tag(cluster: &str) -> String {
+    format!("hvd-cluster:{cluster}")
+}
+pub const META_KEY: &str = "hvd-cluster";
+
+/// Names the profile uses, resolved to cloud ids before any change is made.
+#[derive(Debug, Default, Clone)]
+struct Resolved {
+    flavors: HashMap<String, openstack::Flavor>,
+    images: HashMap<String, String>,
+    /// Networks by name: external networks, the floating IP pool, an existing network.
+    networks: HashMap<String, String>,
+}
+
+pub struct OpenStackProvider {
+    os: OpenStack,
+    resolved: Resolved,
+    public_key: Option<Arc<str>>,
+    /// Checks server names and addresses in every reply (see [`Screen`]).
+    screen: Screen,
+}
+
+impl From<OpenStackError> for ProviderError {
+    fn from(e: OpenStackError) -> Self {
+        if e.is_quota_exceeded() {
+            ProviderError::Quota(e.to_string())
+        } else {
+            ProviderError::Cloud(e.to_string())
+        }
+    }
+}
+
+impl OpenStackProvider {
+    /// Reads the cloud configuration as the `openstack` CLI does and authenticates.
+    pub async fn connect(
+        cloud: Option<&str>,
+        region: Option<&str>,
+        interface: Option<&str>,
+    ) -> Result<OpenStackProvider, ProviderError> {
+        let mut config =
+            CloudConfig::load(cloud).map_err(|e| ProviderError::Cloud(e.to_string()))?;
+        if let Some(region) = region {
+            config.region = Some(region.to_string());
+        }
+        if let Some(interface) = interface {
+            config.interface =
+                Interface::parse(interface).ok_or_else(|| ProviderError::Resolve {
+                    what: format!("interface `{}`", crate::input::shown(interface)),
+                    detail: "must be public, internal or admin".into(),
+                })?;
+        }
+        let os = OpenStack::connect(&config).await?;
+        Ok(OpenStackProvider {
+            os,
+            resolved: Resolved::default(),
+            public_key: None,
+            screen: Screen::default(),
+        })
+    }
+
+    pub fn client(&self) -> &OpenStack {
+        &self.os
+    }
+
+    /// API calls made so far (for the benchmark).
+    pub fn calls(&self) -> u64 {
+        self.os.calls()
+    }
+
+    pub fn set_public_key(&mut self, key: String) {
+        self.public_key = Some(Arc::from(key));
+    }
+}
+
+impl Provider for OpenStackProvider {
+    fn blueprint(&self) -> &'static dyn Blueprint {
+        &desired::OpenStackBlueprint
+    }
+
+    fn resolve<'a>(&'a mut self, p: &'a Profile) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(OpenStackProvider::resolve(self, p))
+    }
+
+    fn set_public_key(&mut self, key: String) {
+        OpenStackProvider::set_public_key(self, key)
+    }
+
+    fn observe<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+        Box::pin(OpenStackProvider::observe(self, cluster))
+    }
+
+    fn poll<'a>(
+        &'a self,
+        cluster: &'a str,
+        kind: Kind,
+    ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+        Box::pin(OpenStackProvider::poll(self, cluster, kind))
+    }
+
+    fn create<'a>(
+        &'a self,
+        cluster: &'a str,
+        desired: &'a Desired,
+        ids: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<String, ProviderError>> {
+        Box::pin(OpenStackProvider::create(self, cluster, desired, ids))
+    }
+
+    fn delete<'a>(&'a self, old: &'a Observed) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(OpenStackProvider::delete(self, old))
+    }
+
+    fn nodes<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<Vec<Node>, ProviderError>> {
+        Box::pin(OpenStackProvider::nodes(self, cluster))
+    }
+
+    fn shortfalls<'a>(
+        &'a self,
+        plan: &'a Plan,
+    ) -> BoxFuture<'a, Result<Vec<Shortfall>, ProviderError>> {
+        Box::pin(async move {
+            let delta = QuotaDelta::of(plan, |f| self.flavor_size(f));
+            Ok(crate::plan::shortfalls(&delta, &self.quotas().await?))
+        })
+    }
+
+    fn share_export<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(OpenStackProvider::share_export(self, cluster))
+    }
+
+    fn calls(&self) -> u64 {
+        OpenStackProvider::calls(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    #[test]
+    fn the_preferred_export_a_tenant_can_reach_is_mounted() {
+        use crate::openstack::share::ExportLocation;
+        let loc = |path: &str, preferred: bool, admin: Option<bool>| ExportLocation {
+            id: None,
+            path: path.into(),
+            preferred,
+            is_admin_only: admin,
+        };
+        assert_eq!(pick_export(&[]), None);
+        assert_eq!(
+            pick_export(&[
+                loc("10.0.0.9:/a", false, None),
+                loc("10.0.0.5:/b", true, Some(false))
+            ]),
+            Some("10.0.0.5:/b".into())
+        );
+        assert_eq!(
+            pick_export(&[
+                loc("192.168.0.2:/admin", true, Some(true)),
+                loc("10.0.0.9:/a", false, None)
+            ]),
+            Some("10.0.0.9:/a".into())
+        );
+    }
+    use super::observe::completeness;
+    use super::resolve::not_found;
+    use super::*;
+    use crate::plan::Health;
+
+    #[test]
+    fn gpus_from_extra_specs() {
+        let specs = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        assert_eq!(
+            gpus_in_extra_specs(&specs(&[("pci_passthrough:alias", "a100:2")])),
+            2
+        );
+        assert_eq!(
+            gpus_in_extra_specs(&specs(&[("pci_passthrough:alias", "a100:2,t4:1")])),
+            3
+        );
+        assert_eq!(gpus_in_extra_specs(&specs(&[("resources:VGPU", "1")])), 1);
+        assert_eq!(
+            gpus_in_extra_specs(&specs(&[("gpu:model", "nvidia-a100"), ("gpu:count", "4")])),
+            4
+        );
+        assert_eq!(
+            gpus_in_extra_specs(&specs(&[("hw:cpu_policy", "dedicated")])),
+            0
+        );
+    }
+
+    #[test]
+    fn unknown_names_suggest_the_nearest() {
+        let e = not_found("flavor", "m1.smal", &["m1.small", "m1.medium", "g1.a100"]).to_string();
+        assert_eq!(e, "flavor `m1.smal`: not found on this cloud; did you mean `m1.small`? (available: g1.a100, m1.medium, m1.small)");
+    }
+
+    #[test]
+    fn interrupted_groups_are_not_kept() {
+        assert_eq!(completeness(true), Health::Ready);
+        assert!(matches!(completeness(false), Health::Failed(_)));
+    }
+}

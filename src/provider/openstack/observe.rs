@@ -1,0 +1,337 @@
+//! What exists: every resource of a cluster found by its tag (and, where Neutron tags come
+//! in a second call, by its fixed name), the servers as nodes with their addresses, and the
+//! Manila share's export location.
+
+use std::collections::BTreeMap;
+
+use super::{gpus_in_extra_specs, tag, OpenStackProvider, META_KEY};
+use crate::openstack::{OpenStackError, Query, Server, ServerFilter, ServerStatus};
+use crate::plan::{Health, Kind, Names, Observed, Role};
+use crate::provider::ProviderError;
+use crate::state::Node;
+
+impl OpenStackProvider {
+    /// The NFS export location of the cluster's Manila share (see [`pick_export`]), `None`
+    /// when the cluster has no share or the share has no location yet.
+    pub async fn share_export(&self, cluster: &str) -> Result<Option<String>, ProviderError> {
+        let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);
+        let name = Names(cluster).share();
+        let shares = self.os.share().list_shares(&meta).await?;
+        let Some(share) = shares
+            .iter()
+            .find(|s| s.name.as_deref() == Some(name.as_str()))
+        else {
+            return Ok(None);
+        };
+        let locations = self.os.share().export_locations(&share.id).await?;
+        Ok(pick_export(&locations))
+    }
+
+    /// Every server of the cluster with its addresses, master first.
+    pub async fn nodes(&self, cluster: &str) -> Result<Vec<Node>, ProviderError> {
+        let servers = self.servers(cluster).await?;
+        let fips = self
+            .os
+            .network()
+            .list_floating_ips(&Query::new().tags(&[tag(cluster)]))
+            .await?;
+        let nodes: Vec<Node> = servers
+            .iter()
+            .filter(|s| s.status != ServerStatus::Deleted)
+            .map(|s| {
+                let private_ip = s.addresses_of_kind("fixed").first().map(|a| a.to_string());
+                let public_ip = s
+                    .addresses_of_kind("floating")
+                    .first()
+                    .map(|a| a.to_string())
+                    .or_else(|| {
+                        let fixed = private_ip.as_deref()?;
+                        fips.iter()
+                            .find(|f| f.fixed_ip_address.as_deref() == Some(fixed))
+                            .map(|f| f.floating_ip_address.clone())
+                    });
+                let gpus = s
+                    .flavor
+                    .as_ref()
+                    .map(|f| gpus_in_extra_specs(&f.extra_specs))
+                    .unwrap_or(0);
+                Node {
+                    name: s.name.clone().unwrap_or_default(),
+                    // The screen below gives the role by the name, not by metadata.
+                    role: Role::default(),
+                    private_ip,
+                    public_ip,
+                    slots: gpus.max(1),
+                    gpus,
+                    in_discovery: None,
+                }
+            })
+            .collect();
+        Ok(self.screen.nodes(cluster, nodes))
+    }
+
+    async fn servers(&self, cluster: &str) -> Result<Vec<Server>, ProviderError> {
+        let filter = ServerFilter {
+            tags: vec![tag(cluster)],
+            name: None,
+        };
+        Ok(self.os.compute().list_servers(&filter).await?)
+    }
+
+    /// Neutron resources of one kind: by tag, plus the fixed names (see the module comment).
+    async fn neutron_kind(
+        &self,
+        cluster: &str,
+        kind: Kind,
+    ) -> Result<Vec<Observed>, ProviderError> {
+        let n = Names(cluster);
+        let net = self.os.network();
+        let by_tag = Query::new().tags(&[tag(cluster)]);
+        let mut out: Vec<Observed> = Vec::new();
+        let mut push = |name: String, id: String, health: Health| {
+            if !out.iter().any(|o: &Observed| o.id == id) {
+                out.push(Observed {
+                    kind,
+                    name,
+                    id,
+                    health,
+                });
+            }
+        };
+        match kind {
+            Kind::Network => {
+                for q in [by_tag, Query::new().name(&n.network())] {
+                    for x in net.list_networks(&q).await? {
+                        push(x.name, x.id, Health::Ready);
+                    }
+                }
+            }
+            Kind::Subnet => {
+                for q in [by_tag, Query::new().name(&n.subnet())] {
+                    for x in net.list_subnets(&q).await? {
+                        push(x.name, x.id, Health::Ready);
+                    }
+                }
+            }
+            Kind::Router => {
+                for q in [by_tag, Query::new().name(&n.router())] {
+                    for x in net.list_routers(&q).await? {
+                        let health = completeness(x.tags.contains(&tag(cluster)));
+                        push(x.name, x.id, health);
+                    }
+                }
+            }
+            Kind::SecurityGroup => {
+                for q in [
+                    by_tag,
+                    Query::new().name(&n.nodes_group()),
+                    Query::new().name(&n.master_group()),
+                ] {
+                    for x in net.list_security_groups(&q).await? {
+                        let health = completeness(x.tags.contains(&tag(cluster)));
+                        push(x.name, x.id, health);
+                    }
+                }
+            }
+            Kind::FloatingIp => {
+                for q in [by_tag, Query::new().eq("description", &n.floating_ip())] {
+                    for x in net.list_floating_ips(&q).await? {
+                        let name = x
+                            .description
+                            .clone()
+                            .filter(|d| !d.is_empty())
+                            .unwrap_or_else(|| n.floating_ip());
+                        // Created but not yet on the master's port: replace it.
+                        let health = if x.port_id.is_some() {
+                            Health::Ready
+                        } else {
+                            Health::Failed("not associated".into())
+                        };
+                        push(name, x.id, health);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(out)
+    }
+
+    /// One kind's resources. `deleting` keeps servers Nova still lists as DELETED (for a
+    /// minute after delete), so a deletion wait ends only when the server is really gone.
+    async fn observe_kind(
+        &self,
+        cluster: &str,
+        kind: Kind,
+        deleting: bool,
+    ) -> Result<Vec<Observed>, ProviderError> {
+        let n = Names(cluster);
+        match kind {
+            Kind::Keypair => Ok(match self.os.compute().get_keypair(&n.keypair()).await? {
+                Some(k) => vec![Observed {
+                    kind,
+                    name: k.name.clone(),
+                    id: k.name,
+                    health: Health::Ready,
+                }],
+                None => vec![],
+            }),
+            Kind::Network
+            | Kind::Subnet
+            | Kind::Router
+            | Kind::SecurityGroup
+            | Kind::FloatingIp => self.neutron_kind(cluster, kind).await,
+            Kind::Server => {
+                let servers = self
+                    .servers(cluster)
+                    .await?
+                    .into_iter()
+                    .filter(|s| {
+                        deleting
+                            || !matches!(
+                                s.status,
+                                ServerStatus::Deleted | ServerStatus::SoftDeleted
+                            )
+                    })
+                    .map(|s| Observed {
+                        kind,
+                        name: s.name.clone().unwrap_or_default(),
+                        health: server_health(&s),
+                        id: s.id,
+                    })
+                    .collect();
+                Ok(self.screen.observed(cluster, servers))
+            }
+            Kind::Share => {
+                let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);
+                let shares = match self.os.share().list_shares(&meta).await {
+                    Ok(s) => s,
+                    // A cloud without Manila has no shares of ours.
+                    Err(OpenStackError::Catalog { .. }) => return Ok(vec![]),
+                    Err(e) => return Err(e.into()),
+                };
+                let mut out = Vec::new();
+                for s in shares {
+                    let health = match s.status.as_deref() {
+                        Some("available") => {
+                            let rules = self.os.share().list_access_rules(&s.id).await?;
+                            if rules.iter().any(|r| r.state.as_deref() == Some("active")) {
+                                Health::Ready
+                            } else if rules.is_empty() {
+                                Health::Failed("no access rule".into())
+                            } else {
+                                Health::Pending
+                            }
+                        }
+                        Some(st) if st.starts_with("error") => {
+                            Health::Failed(format!("share status {st}"))
+                        }
+                        Some("deleting") => continue,
+                        _ => Health::Pending,
+                    };
+                    out.push(Observed {
+                        kind,
+                        name: s.name.unwrap_or_default(),
+                        id: s.id,
+                        health,
+                    });
+                }
+                Ok(out)
+            }
+            Kind::Volume | Kind::VolumeAttachment => {
+                let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);
+                let volumes = match self.os.volume().list_volumes(&meta).await {
+                    Ok(v) => v,
+                    Err(OpenStackError::Catalog { .. }) => return Ok(vec![]),
+                    Err(e) => return Err(e.into()),
+                };
+                let mut out = Vec::new();
+                for v in volumes {
+                    if kind == Kind::Volume {
+                        let health = match v.status.as_str() {
+                            "available" | "in-use" => Health::Ready,
+                            st if st.starts_with("error") => {
+                                Health::Failed(format!("volume status {st}"))
+                            }
+                            "deleting" => continue,
+                            _ => Health::Pending,
+                        };
+                        out.push(Observed {
+                            kind,
+                            name: v.name.clone().unwrap_or_default(),
+                            id: v.id.clone(),
+                            health,
+                        });
+                    } else if let Some(a) = v.attachments.first() {
+                        let health = if v.status == "in-use" {
+                            Health::Ready
+                        } else {
+                            Health::Pending
+                        };
+                        let server = a.server_id.clone().unwrap_or_default();
+                        out.push(Observed {
+                            kind,
+                            name: n.volume_attachment(),
+                            id: format!("{server}/{}", v.id),
+                            health,
+                        });
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    pub async fn observe(&self, cluster: &str) -> Result<Vec<Observed>, ProviderError> {
+        let kinds = crate::plan::Kind::ALL;
+        let found = futures::future::try_join_all(
+            kinds.iter().map(|k| self.observe_kind(cluster, *k, false)),
+        )
+        .await?;
+        Ok(found.into_iter().flatten().collect())
+    }
+
+    pub async fn poll(&self, cluster: &str, kind: Kind) -> Result<Vec<Observed>, ProviderError> {
+        self.observe_kind(cluster, kind, true).await
+    }
+}
+
+/// Ready only once tagged (the tag comes last); otherwise an interrupted create to redo.
+pub(super) fn completeness(tagged: bool) -> Health {
+    if tagged {
+        Health::Ready
+    } else {
+        Health::Failed("left incomplete by an interrupted run".into())
+    }
+}
+
+fn server_health(s: &Server) -> Health {
+    match &s.status {
+        ServerStatus::Active => Health::Ready,
+        ServerStatus::Build
+        | ServerStatus::Unknown
+        | ServerStatus::Deleted
+        | ServerStatus::SoftDeleted => Health::Pending,
+        ServerStatus::Error => Health::Failed(
+            s.fault
+                .as_ref()
+                .map(|f| format!("ERROR: {}", f.message))
+                .unwrap_or_else(|| "ERROR (no fault given)".into()),
+        ),
+        ServerStatus::Shutoff => Health::Failed("SHUTOFF".into()),
+        other => Health::Failed(format!("{other:?}")),
+    }
+}
+
+/// The export location a node mounts: the preferred one Manila reports, else the first;
+/// never one only admins see (`is_admin_only`), which a tenant cannot reach.
+pub fn pick_export(locations: &[crate::openstack::share::ExportLocation]) -> Option<String> {
+    let usable: Vec<_> = locations
+        .iter()
+        .filter(|l| l.is_admin_only != Some(true) && !l.path.is_empty())
+        .collect();
+    usable
+        .iter()
+        .find(|l| l.preferred)
+        .or_else(|| usable.first())
+        .map(|l| l.path.clone())
+}
