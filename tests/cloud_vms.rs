@@ -16,11 +16,9 @@
 //! installed), the Horovod image built here (scripts/build-images), root (network
 //! namespaces for tests/cloud/public-source, virsh).
 //!
-//! Ignored in CI, and never yet seen passing: under emulation (TCG, 2 cores) a whole `up`
-//! takes 40+ minutes, most of it `docker load` of the 1.6 GB Horovod image inside each
-//! guest (~3.3 MB/s), which does not fit CI's budget. Run it by hand with
-//! `cargo test --test cloud_vms -- --ignored`. CI proves the VM host itself with
-//! tests/cloud/smoke-vm (guests, floating IPs, security groups from two source addresses).
+//! The slowest test of the suite (~25 min here: boot ~2 min, Docker from Debian's packages ~5 min,
+//! the image ~15 min, most of it `docker load` inside the guests at ~4 MB/s, check ~2 min); it
+//! stands in for tests/cloud/smoke-vm in CI, which proves the VM host alone.
 
 mod common;
 
@@ -208,7 +206,6 @@ impl DataPlane {
 }
 
 #[test]
-#[ignore = "a whole up on TCG guests takes 40+ min (docker load of the 1.6 GB image in each guest): over CI's budget; run with --ignored"]
 fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_groups_and_down_leaves_nothing(
 ) {
     require_cloud();
