@@ -277,6 +277,8 @@ pub(crate) struct RawResponse {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
     pub body: Vec<u8>,
+    /// Calls made for this answer (retries included).
+    pub attempts: u32,
 }
 
 impl RawResponse {
@@ -302,6 +304,11 @@ impl RawResponse {
                 .to_owned()
         } else {
             decoded.message
+        };
+        let message = if self.attempts > 1 {
+            format!("{message} (after {} attempts)", self.attempts)
+        } else {
+            message
         };
         ApiError {
             service: service.name(),

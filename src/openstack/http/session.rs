@@ -212,6 +212,7 @@ impl Session {
                                 status,
                                 headers,
                                 body: body.to_vec(),
+                                attempts,
                             };
                             if (200..300).contains(&status) {
                                 return Ok(raw);

@@ -1,7 +1,9 @@
 //! Creating and deleting one resource at a time: security groups with their rules, routers
 //! with their interface, shares with their access rule, floating IPs, servers (with their
 //! cloud-config), volumes and attachments. Tags come last, so a half-made resource is seen as
-//! failed and replaced.
+//! failed and replaced. Every create and action goes through [`settle`]: after a failure
+//! with no clear answer the result is looked up and adopted (tagged if its tag was lost)
+//! before anything is sent again; every delete through [`confirm_gone`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -49,25 +51,21 @@ impl OpenStackProvider {
             },
         )
         .await?;
-        let group = crate::openstack::SecurityGroup {
-            id: group_id,
-            ..Default::default()
-        };
         for rule in rules {
             let remote = match &rule.from {
                 RuleSource::Cidr(c) => Remote::Cidr(c.clone()),
-                RuleSource::Group(g) if g == name => Remote::Group(group.id.clone()),
+                RuleSource::Group(g) if g == name => Remote::Group(group_id.clone()),
                 RuleSource::Group(g) => Remote::Group(lookup(ids, g)?.to_string()),
             };
             let create = RuleCreate {
-                security_group_id: group.id.clone(),
+                security_group_id: group_id.clone(),
                 protocol: rule.protocol.clone(),
                 port_range: rule.ports,
                 remote,
                 description: Some(format!("hvd-cluster {cluster}")),
                 ..RuleCreate::default()
             };
-            let (create, group_id) = (&create, group.id.as_str());
+            let (create, group_id) = (&create, group_id.as_str());
             settle(
                 policy,
                 || async { net.create_security_group_rule(create).await.map(|_| ()) },
@@ -84,9 +82,10 @@ impl OpenStackProvider {
             )
             .await?;
         }
-        net.set_tags(Resource::SecurityGroup, &group.id, &[tag(cluster)])
+        // The tag last: a group interrupted before all its rules is replaced, not kept.
+        net.set_tags(Resource::SecurityGroup, &group_id, &[ours])
             .await?;
-        Ok(group.id)
+        Ok(group_id)
     }
 
     async fn create_router(
@@ -658,4 +657,59 @@ fn lookup<'a>(ids: &'a BTreeMap<String, String>, name: &str) -> Result<&'a str, 
             "{name} does not exist yet (it is created earlier in the plan)"
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_is_found_again_by_what_makes_it_unique() {
+        let want = RuleCreate {
+            security_group_id: "g".into(),
+            protocol: Some("tcp".into()),
+            port_range: Some((22, 22)),
+            remote: Remote::Cidr("203.0.113.0/24".into()),
+            ..RuleCreate::default()
+        };
+        let have = SecurityGroupRule {
+            id: "r".into(),
+            security_group_id: "g".into(),
+            direction: "ingress".into(),
+            ethertype: "IPv4".into(),
+            protocol: Some("tcp".into()),
+            port_range_min: Some(22),
+            port_range_max: Some(22),
+            remote_ip_prefix: Some("203.0.113.0/24".into()),
+            remote_group_id: None,
+            description: Some("anything".into()),
+        };
+        assert!(rule_matches(&want, &have));
+        let other_port = SecurityGroupRule {
+            port_range_max: Some(23),
+            ..have.clone()
+        };
+        assert!(!rule_matches(&want, &other_port));
+        let egress = SecurityGroupRule {
+            direction: "egress".into(),
+            ..have.clone()
+        };
+        assert!(!rule_matches(&want, &egress));
+        let by_group = RuleCreate {
+            remote: Remote::Group("peer".into()),
+            port_range: None,
+            protocol: None,
+            ..want.clone()
+        };
+        let group_rule = SecurityGroupRule {
+            protocol: None,
+            port_range_min: None,
+            port_range_max: None,
+            remote_ip_prefix: None,
+            remote_group_id: Some("peer".into()),
+            ..have.clone()
+        };
+        assert!(rule_matches(&by_group, &group_rule));
+        assert!(!rule_matches(&want, &group_rule));
+    }
 }
