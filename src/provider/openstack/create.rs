@@ -144,7 +144,7 @@ impl OpenStackProvider {
             },
         )
         .await?;
-        net.set_tags(Resource::Router, router, &[ours.clone()])
+        net.set_tags(Resource::Router, router, std::slice::from_ref(&ours))
             .await?;
         Ok(router_id)
     }

@@ -201,7 +201,7 @@ mod tests {
             api(429, later).certainty(),
             Certainty::Ambiguous { retry_after: later }
         );
-        assert_eq!(certainty_of_status(503, later).is_ambiguous(), true);
+        assert!(certainty_of_status(503, later).is_ambiguous());
         let reset = OpenStackError::Transport {
             service: "neutron",
             method: "POST".into(),
