@@ -102,16 +102,29 @@ pub fn adoption(tags: &[String], ours: &str) -> Adoption {
 /// The error once a create or action is given up on: the call and what the cloud said
 /// (shortened and escaped), how many tries, and that `up` resumes.
 pub fn gave_up(e: &OpenStackError, attempts: u32) -> ProviderError {
+    let tries = if attempts > 1 {
+        format!(" (tried {attempts} times, looking the result up after each)")
+    } else {
+        String::new()
+    };
+    unsettled(e, tries)
+}
+
+/// The look-up after the `attempts`-th try failed itself.
+fn look_up_failed(e: &OpenStackError, attempts: u32) -> ProviderError {
+    unsettled(
+        e,
+        format!(" (looking up whether try {attempts} took effect)"),
+    )
+}
+
+fn unsettled(e: &OpenStackError, tries: String) -> ProviderError {
     if !e.certainty().is_ambiguous() {
         return ProviderError::from_openstack(e);
     }
     ProviderError::Unsettled {
         call: crate::input::shown_message(&e.to_string(), 400),
-        tries: if attempts > 1 {
-            format!(" (tried {attempts} times, looking the result up after each)")
-        } else {
-            String::new()
-        },
+        tries,
     }
 }
 
@@ -144,7 +157,7 @@ where
                     Ok(Some(found)) => return Ok(found),
                     Ok(None) if attempts < policy.attempts => continue,
                     Ok(None) => return Err(gave_up(&err, attempts)),
-                    Err(lookup_err) => return Err(gave_up(&lookup_err, attempts)),
+                    Err(lookup_err) => return Err(look_up_failed(&lookup_err, attempts)),
                 }
             }
         }
@@ -163,7 +176,7 @@ where
         Err(e) if e.certainty().is_ambiguous() => match exists().await {
             Ok(false) => Ok(()),
             Ok(true) => Err(gave_up(&e, 1)),
-            Err(lookup_err) => Err(gave_up(&lookup_err, 1)),
+            Err(lookup_err) => Err(look_up_failed(&lookup_err, 1)),
         },
         Err(e) => Err(ProviderError::from_openstack(&e)),
     }
