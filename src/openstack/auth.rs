@@ -310,7 +310,15 @@ pub(crate) async fn authenticate(session: &Session) -> Result<Token, OpenStackEr
     };
     let method = reqwest::Method::POST;
     let raw = session
-        .exchange(Service::Identity, &method, &url, false, &make)
+        // A token request changes nothing that matters: it may be sent again.
+        .exchange(
+            Service::Identity,
+            &method,
+            &url,
+            super::http::Replay::Safe,
+            false,
+            &make,
+        )
         .await?;
     let fail = |message: String| OpenStackError::Auth {
         auth_url: cfg.auth_url.clone(),

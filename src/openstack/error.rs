@@ -5,6 +5,7 @@
 //! are shown without their query string.
 
 use std::fmt;
+use std::time::Duration;
 
 use super::config::ConfigError;
 
@@ -25,6 +26,8 @@ pub struct ApiError {
     pub message: String,
     /// `x-openstack-request-id` (or `x-compute-request-id`), to quote to the cloud's operators.
     pub request_id: Option<String>,
+    /// `Retry-After` of a 429 or 503, when the service sent one.
+    pub retry_after: Option<Duration>,
 }
 
 impl fmt::Display for ApiError {
@@ -116,7 +119,57 @@ pub enum OpenStackError {
     Config(#[from] ConfigError),
 }
 
+/// What a failed call says about the cloud's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Certainty {
+    /// The cloud refused it (4xx other than 409 and 429, a bad configuration, a name that
+    /// does not resolve): it did nothing, and doing it again fails again.
+    Definite,
+    /// Nothing can be said: no answer (connection reset or refused, timeout), a lost or
+    /// unreadable answer, a 5xx, a 429, a 409 (busy, or it exists already). A create or an
+    /// action may have taken effect: look before doing it again.
+    Ambiguous {
+        /// The wait the cloud asked for, if any.
+        retry_after: Option<Duration>,
+    },
+}
+
+impl Certainty {
+    pub fn is_ambiguous(self) -> bool {
+        matches!(self, Certainty::Ambiguous { .. })
+    }
+}
+
+/// By HTTP status alone (see [`Certainty`]): 409, 429 and 5xx but 501 are ambiguous.
+pub fn certainty_of_status(status: u16, retry_after: Option<Duration>) -> Certainty {
+    match status {
+        409 | 429 | 500 | 502..=599 => Certainty::Ambiguous { retry_after },
+        _ => Certainty::Definite,
+    }
+}
+
 impl OpenStackError {
+    /// Whether the call that failed so may have taken effect, or may succeed if repeated.
+    pub fn certainty(&self) -> Certainty {
+        match self {
+            Self::Transport { .. } | Self::Decode { .. } => {
+                Certainty::Ambiguous { retry_after: None }
+            }
+            Self::Api(e) => certainty_of_status(e.status, e.retry_after),
+            Self::Auth {
+                status: Some(s), ..
+            } if *s != 409 => certainty_of_status(*s, None),
+            Self::NotFound(_)
+            | Self::QuotaExceeded(_)
+            | Self::NoSuchName { .. }
+            | Self::Ambiguous { .. }
+            | Self::Auth { .. }
+            | Self::Catalog { .. }
+            | Self::Invalid(_)
+            | Self::Config(_) => Certainty::Definite,
+        }
+    }
+
     /// The service's API error, for the three HTTP-error variants.
     pub fn api(&self) -> Option<&ApiError> {
         match self {

@@ -217,17 +217,14 @@ impl ShareApi {
             .await
     }
 
-    /// `deny_access`; Ok if the rule or share is gone.
+    /// `deny_access`; Ok if the rule or share is gone. Sent again after an unknown outcome:
+    /// a second deny of a denied rule is a 404, which counts as done.
     pub async fn deny_access(&self, share_id: &str, access_id: &str) -> Result<(), OpenStackError> {
         let body = json!({ "deny_access": { "access_id": access_id } });
-        gone(
-            self.session
-                .send(
-                    &Request::post(S, format!("shares/{share_id}/action"), body)
-                        .retry_on_conflict(),
-                )
-                .await,
-        )
+        let mut req =
+            Request::post(S, format!("shares/{share_id}/action"), body).retry_on_conflict();
+        req.replay = super::http::Replay::Safe;
+        gone(self.session.send(&req).await)
     }
 
     /// `GET /shares/{id}/export_locations`.

@@ -33,6 +33,12 @@ pub enum ProviderError {
     Quota(String),
     #[error("{what}: {detail}")]
     Resolve { what: String, detail: String },
+    /// A call whose outcome stayed unknown (no answer, a 5xx, a 429) after its retries and
+    /// look-ups: `call` names it and says what the cloud said, shortened and escaped.
+    #[error(
+        "{call}{tries}; the cloud did not answer clearly, running `up` again resumes from what exists"
+    )]
+    Unsettled { call: String, tries: String },
 }
 
 /// A cloud (or the local Docker engine): everything the commands, the apply engine and the

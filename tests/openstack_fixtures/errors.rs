@@ -12,6 +12,7 @@ fn api(service: &'static str, status: u16, file: &str) -> ApiError {
         code: body.code,
         message: body.message,
         request_id: Some("req-1".into()),
+        retry_after: None,
     }
 }
 
@@ -96,6 +97,7 @@ fn cinder_manila_413_is_over_quota_and_odd_bodies_decode() {
         code: d.code,
         message: d.message,
         request_id: None,
+        retry_after: None,
     };
     assert!(classify(e).is_quota_exceeded());
 

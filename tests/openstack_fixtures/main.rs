@@ -30,7 +30,7 @@ use hvd_cluster::openstack::config::{
     ProjectRef, Secret, UserRef,
 };
 use hvd_cluster::openstack::error::{self, classify, decode_error_body, ApiError};
-use hvd_cluster::openstack::http::{self, Failure, Method, RetryPolicy, Service};
+use hvd_cluster::openstack::http::{self, Failure, Method, Replay, RetryPolicy, Service};
 use hvd_cluster::openstack::image::{pick_newest, Image};
 use hvd_cluster::openstack::network::{
     Direction, EtherType, FloatingIp, Gateway, NetworkInfo, Port, PortCreate, Remote, Router,

@@ -12,7 +12,7 @@ pub use reqwest::Method;
 mod retry;
 mod session;
 
-pub use retry::{parse_retry_after, Failure, RetryPolicy};
+pub use retry::{parse_retry_after, Failure, Replay, RetryPolicy};
 pub use session::next_page_query;
 pub(crate) use session::{build_url, Session};
 
@@ -158,12 +158,15 @@ pub struct Request {
     pub body: Option<serde_json::Value>,
     pub retry_on_conflict: bool,
     pub timeout: Option<Duration>,
+    /// Whether the call may be sent again after an unknown outcome (by method unless set).
+    pub replay: Replay,
 }
 
 impl Request {
     pub fn new(service: Service, method: Method, path: impl Into<String>) -> Self {
         Request {
             service,
+            replay: Replay::of(&method),
             method,
             path: path.into(),
             query: Vec::new(),
@@ -207,6 +210,13 @@ impl Request {
     /// Retry on 409 (resource busy or in use: e.g. a subnet whose ports are being released).
     pub fn retry_on_conflict(mut self) -> Self {
         self.retry_on_conflict = true;
+        self
+    }
+
+    /// An action (a PUT that is not a plain replacement): never sent twice blindly, as a
+    /// POST; the caller looks its effect up after an unknown outcome.
+    pub fn once(mut self) -> Self {
+        self.replay = Replay::Once;
         self
     }
 
@@ -267,6 +277,8 @@ pub(crate) struct RawResponse {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
     pub body: Vec<u8>,
+    /// Calls made for this answer (retries included).
+    pub attempts: u32,
 }
 
 impl RawResponse {
@@ -293,6 +305,11 @@ impl RawResponse {
         } else {
             decoded.message
         };
+        let message = if self.attempts > 1 {
+            format!("{message} (after {} attempts)", self.attempts)
+        } else {
+            message
+        };
         ApiError {
             service: service.name(),
             method: method.to_string(),
@@ -301,6 +318,11 @@ impl RawResponse {
             code: decoded.code,
             message,
             request_id: self.request_id(),
+            retry_after: self
+                .headers
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after),
         }
     }
 }

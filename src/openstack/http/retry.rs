@@ -9,11 +9,14 @@ use super::Method;
 
 /// When and how long to retry.
 ///
-/// Retried: connection refused / not established (any method: nothing reached the
-/// server); other transport failures such as a reset mid-call or a timeout, and HTTP 500,
-/// for idempotent methods only (GET, PUT, DELETE, HEAD: a POST may have created something);
-/// 429, 502, 503, 504 for any method (honouring `Retry-After`); 409 only when the caller
-/// opted in ([`super::Request::retry_on_conflict`]) and it is not over-quota. Nothing else.
+/// Retried: connection refused / not established (any call: nothing reached the server);
+/// other transport failures such as a reset mid-call or a timeout, and HTTP 429, 500, 502,
+/// 503, 504 (honouring `Retry-After`), only for calls that may be sent twice
+/// ([`Replay::Safe`]: GET, PUT, DELETE, HEAD, unless marked otherwise). A create or an action
+/// ([`Replay::Once`]) is never sent again blindly: its caller looks the result up first
+/// (`provider::openstack::settle`). 409 only when the caller opted in
+/// ([`super::Request::retry_on_conflict`]) and it is not over-quota: the cloud refused it.
+/// Nothing else.
 #[derive(Debug, Clone)]
 pub struct RetryPolicy {
     /// Attempts in all, the first included.
@@ -35,6 +38,27 @@ impl Default for RetryPolicy {
     }
 }
 
+/// Whether a call may be sent again when its outcome is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// Sending it twice does no more than sending it once (GET, PUT of a whole value, DELETE).
+    Safe,
+    /// It may have taken effect although no answer came (a create, an action): only the
+    /// caller can tell, by looking the result up.
+    Once,
+}
+
+impl Replay {
+    /// By HTTP method: POST and PATCH are [`Replay::Once`].
+    pub fn of(method: &Method) -> Replay {
+        if matches!(*method, Method::POST | Method::PATCH) {
+            Replay::Once
+        } else {
+            Replay::Safe
+        }
+    }
+}
+
 /// How one attempt failed, for the retry decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
@@ -50,16 +74,15 @@ pub enum Failure {
 }
 
 impl RetryPolicy {
-    pub fn is_retryable(method: &Method, failure: &Failure, retry_on_conflict: bool) -> bool {
-        let idempotent = !matches!(*method, Method::POST | Method::PATCH);
+    pub fn is_retryable(replay: Replay, failure: &Failure, retry_on_conflict: bool) -> bool {
+        let safe = replay == Replay::Safe;
         match *failure {
             Failure::Connect => true,
-            Failure::Transport => idempotent,
+            Failure::Transport => safe,
             Failure::Status {
                 status, over_quota, ..
             } => match status {
-                429 | 502 | 503 | 504 => true,
-                500 => idempotent,
+                429 | 500 | 502 | 503 | 504 => safe,
                 409 => retry_on_conflict && !over_quota,
                 _ => false,
             },
@@ -79,11 +102,11 @@ impl RetryPolicy {
     pub fn next_delay(
         &self,
         attempts: u32,
-        method: &Method,
+        replay: Replay,
         failure: &Failure,
         retry_on_conflict: bool,
     ) -> Option<Duration> {
-        if attempts >= self.max_attempts || !Self::is_retryable(method, failure, retry_on_conflict)
+        if attempts >= self.max_attempts || !Self::is_retryable(replay, failure, retry_on_conflict)
         {
             return None;
         }

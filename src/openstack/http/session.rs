@@ -11,7 +11,8 @@ use super::super::auth::{self, Token};
 use super::super::config::CloudConfig;
 use super::super::error::{self, OpenStackError};
 use super::{
-    parse_retry_after, ClientOptions, Failure, Method, RawResponse, Request, Response, Service,
+    parse_retry_after, ClientOptions, Failure, Method, RawResponse, Replay, Request, Response,
+    Service,
 };
 
 pub(crate) struct TokenState {
@@ -183,6 +184,7 @@ impl Session {
         service: Service,
         method: &Method,
         url: &url::Url,
+        replay: Replay,
         retry_on_conflict: bool,
         make: &(dyn Fn() -> reqwest::RequestBuilder + Send + Sync),
     ) -> Result<RawResponse, OpenStackError> {
@@ -210,6 +212,7 @@ impl Session {
                                 status,
                                 headers,
                                 body: body.to_vec(),
+                                attempts,
                             };
                             if (200..300).contains(&status) {
                                 return Ok(raw);
@@ -235,7 +238,7 @@ impl Session {
                 }
             };
             let (failure, outcome) = failure;
-            match policy.next_delay(attempts, method, &failure, retry_on_conflict) {
+            match policy.next_delay(attempts, replay, &failure, retry_on_conflict) {
                 Some(delay) => tokio::time::sleep(delay).await,
                 None => {
                     return outcome.map_err(|e| OpenStackError::Transport {
@@ -294,7 +297,14 @@ impl Session {
                 rb
             };
             let raw = self
-                .exchange(req.service, &req.method, &url, req.retry_on_conflict, &make)
+                .exchange(
+                    req.service,
+                    &req.method,
+                    &url,
+                    req.replay,
+                    req.retry_on_conflict,
+                    &make,
+                )
                 .await?;
             if (200..300).contains(&raw.status) {
                 return Ok(Response {

@@ -98,6 +98,16 @@ impl Network {
         )
     }
 
+    /// `DELETE` of any resource kind (see [`Network::delete`]).
+    pub async fn delete_resource(&self, r: Resource, id: &str) -> Result<(), OpenStackError> {
+        self.delete(r, id).await
+    }
+
+    /// Whether the resource still exists (`GET`; 404 is false).
+    pub async fn exists(&self, r: Resource, id: &str) -> Result<bool, OpenStackError> {
+        Ok(self.get::<serde_json::Value>(r, id).await?.is_some())
+    }
+
     /// POST, then tags with PUT unless they went in the body; on a tagging failure the new
     /// resource is deleted again (best effort) and the tagging error returned.
     async fn create<T: DeserializeOwned + Tagged>(
@@ -278,7 +288,8 @@ impl Network {
                     format!("routers/{router_id}/add_router_interface"),
                     json!({ "subnet_id": subnet_id }),
                 )
-                .retry_on_conflict(),
+                .retry_on_conflict()
+                .once(),
             )
             .await?
             .json()

@@ -271,6 +271,26 @@ pub enum EtherType {
     IPv6,
 }
 
+impl Direction {
+    /// As neutron spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Ingress => "ingress",
+            Direction::Egress => "egress",
+        }
+    }
+}
+
+impl EtherType {
+    /// As neutron spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EtherType::IPv4 => "IPv4",
+            EtherType::IPv6 => "IPv6",
+        }
+    }
+}
+
 /// Who a rule admits.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Remote {

@@ -1,15 +1,19 @@
 //! Creating and deleting one resource at a time: security groups with their rules, routers
 //! with their interface, shares with their access rule, floating IPs, servers (with their
 //! cloud-config), volumes and attachments. Tags come last, so a half-made resource is seen as
-//! failed and replaced.
+//! failed and replaced. Every create and action goes through [`settle`]: after a failure
+//! with no clear answer the result is looked up and adopted (tagged if its tag was lost)
+//! before anything is sent again; every delete through [`confirm_gone`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::settle::{adoption, confirm_gone, settle, Adoption};
 use super::{tag, OpenStackProvider, META_KEY};
 use crate::openstack::{
-    FloatingIpCreate, NetworkCreate, Remote, Resource, RouterCreate, RuleCreate,
-    SecurityGroupCreate, ServerCreate, ServerNetwork, ShareCreate, SubnetCreate, VolumeCreate,
+    FloatingIpCreate, NetworkCreate, Query, Remote, Resource, RouterCreate, RuleCreate,
+    SecurityGroupCreate, SecurityGroupRule, ServerCreate, ServerFilter, ServerNetwork,
+    ServerStatus, ShareCreate, SubnetCreate, VolumeCreate,
 };
 use crate::plan::{Kind, Names, Observed, RuleSource, Spec};
 use crate::provider::ProviderError;
@@ -24,32 +28,64 @@ impl OpenStackProvider {
         ids: &BTreeMap<String, String>,
     ) -> Result<String, ProviderError> {
         let net = self.os.network();
-        let group = net
-            .create_security_group(&SecurityGroupCreate {
-                name: name.to_string(),
-                description: Some(format!("hvd-cluster {cluster}")),
-                tags: vec![],
-            })
-            .await?;
+        let policy = &self.settle;
+        let ours = tag(cluster);
+        let group_id = settle(
+            policy,
+            || async {
+                Ok(net
+                    .create_security_group(&SecurityGroupCreate {
+                        name: name.to_string(),
+                        description: Some(format!("hvd-cluster {cluster}")),
+                        tags: vec![],
+                    })
+                    .await?
+                    .id)
+            },
+            || async {
+                let found = net.list_security_groups(&Query::new().name(name)).await?;
+                Ok(found
+                    .into_iter()
+                    .find(|g| adoption(&g.tags, &ours) != Adoption::NotOurs)
+                    .map(|g| g.id))
+            },
+        )
+        .await?;
         for rule in rules {
             let remote = match &rule.from {
                 RuleSource::Cidr(c) => Remote::Cidr(c.clone()),
-                RuleSource::Group(g) if g == name => Remote::Group(group.id.clone()),
+                RuleSource::Group(g) if g == name => Remote::Group(group_id.clone()),
                 RuleSource::Group(g) => Remote::Group(lookup(ids, g)?.to_string()),
             };
-            net.create_security_group_rule(&RuleCreate {
-                security_group_id: group.id.clone(),
+            let create = RuleCreate {
+                security_group_id: group_id.clone(),
                 protocol: rule.protocol.clone(),
                 port_range: rule.ports,
                 remote,
                 description: Some(format!("hvd-cluster {cluster}")),
                 ..RuleCreate::default()
-            })
+            };
+            let (create, group_id) = (&create, group_id.as_str());
+            settle(
+                policy,
+                || async { net.create_security_group_rule(create).await.map(|_| ()) },
+                || async {
+                    let groups = net
+                        .list_security_groups(&Query::new().eq("id", group_id))
+                        .await?;
+                    Ok(groups
+                        .iter()
+                        .flat_map(|g| &g.security_group_rules)
+                        .any(|r| rule_matches(create, r))
+                        .then_some(()))
+                },
+            )
             .await?;
         }
-        net.set_tags(Resource::SecurityGroup, &group.id, &[tag(cluster)])
+        // The tag last: a group interrupted before all its rules is replaced, not kept.
+        net.set_tags(Resource::SecurityGroup, &group_id, &[ours])
             .await?;
-        Ok(group.id)
+        Ok(group_id)
     }
 
     async fn create_router(
@@ -62,19 +98,55 @@ impl OpenStackProvider {
     ) -> Result<String, ProviderError> {
         let net = self.os.network();
         let external_id = self.network_id(external)?;
-        let router = net
-            .create_router(&RouterCreate {
-                name: name.to_string(),
-                external_network_id: Some(external_id),
-                tags: vec![],
-                ..RouterCreate::default()
-            })
+        let policy = &self.settle;
+        let ours = tag(cluster);
+        let router_id = settle(
+            policy,
+            || async {
+                Ok(net
+                    .create_router(&RouterCreate {
+                        name: name.to_string(),
+                        external_network_id: Some(external_id.clone()),
+                        tags: vec![],
+                        ..RouterCreate::default()
+                    })
+                    .await?
+                    .id)
+            },
+            || async {
+                let found = net.list_routers(&Query::new().name(name)).await?;
+                Ok(found
+                    .into_iter()
+                    .find(|r| adoption(&r.tags, &ours) != Adoption::NotOurs)
+                    .map(|r| r.id))
+            },
+        )
+        .await?;
+        let (router, subnet_id) = (router_id.as_str(), lookup(ids, subnet)?);
+        settle(
+            policy,
+            || async {
+                net.add_router_interface(router, subnet_id)
+                    .await
+                    .map(|_| ())
+            },
+            || async {
+                let ports = net.list_ports_by_device(router).await?;
+                Ok(ports
+                    .iter()
+                    .any(|p| {
+                        p.device_owner.starts_with("network:router_interface")
+                            && p.fixed_ips
+                                .iter()
+                                .any(|ip| ip.subnet_id.as_deref() == Some(subnet_id))
+                    })
+                    .then_some(()))
+            },
+        )
+        .await?;
+        net.set_tags(Resource::Router, router, std::slice::from_ref(&ours))
             .await?;
-        net.add_router_interface(&router.id, lookup(ids, subnet)?)
-            .await?;
-        net.set_tags(Resource::Router, &router.id, &[tag(cluster)])
-            .await?;
-        Ok(router.id)
+        Ok(router_id)
     }
 
     fn network_id(&self, name: &str) -> Result<String, ProviderError> {
@@ -99,17 +171,32 @@ impl OpenStackProvider {
         cidr: &str,
     ) -> Result<String, ProviderError> {
         let api = self.os.share();
-        let share = api
-            .create_share(&ShareCreate {
-                name: name.to_string(),
-                size: u64::from(size_gb),
-                share_proto: Some("NFS".into()),
-                share_type: share_type.map(str::to_string),
-                metadata: BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]),
-                ..ShareCreate::default()
-            })
-            .await?;
-        let (api, id) = (&api, share.id.as_str());
+        let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);
+        let share_id = settle(
+            &self.settle,
+            || async {
+                Ok(api
+                    .create_share(&ShareCreate {
+                        name: name.to_string(),
+                        size: u64::from(size_gb),
+                        share_proto: Some("NFS".into()),
+                        share_type: share_type.map(str::to_string),
+                        metadata: meta.clone(),
+                        ..ShareCreate::default()
+                    })
+                    .await?
+                    .id)
+            },
+            || async {
+                let found = api.list_shares(&meta).await?;
+                Ok(found
+                    .into_iter()
+                    .find(|s| s.name.as_deref() == Some(name))
+                    .map(|s| s.id))
+            },
+        )
+        .await?;
+        let (api, id) = (&api, share_id.as_str());
         wait_until(
             Duration::from_secs(300),
             Duration::from_secs(2),
@@ -132,8 +219,16 @@ impl OpenStackProvider {
                 ProviderError::Cloud(format!("share {name} not available after 300s"))
             }
         })?;
-        api.allow_ip_access(&share.id, cidr, true).await?;
-        Ok(share.id)
+        settle(
+            &self.settle,
+            || async { api.allow_ip_access(id, cidr, true).await.map(|_| ()) },
+            || async {
+                let rules = api.list_access_rules(id).await?;
+                Ok(rules.iter().any(|r| r.access_to == cidr).then_some(()))
+            },
+        )
+        .await?;
+        Ok(share_id)
     }
 
     async fn create_floating_ip(
@@ -152,16 +247,39 @@ impl OpenStackProvider {
                 "server {server} has no port to put a floating IP on"
             ))
         })?;
-        let fip = net
-            .create_floating_ip(&FloatingIpCreate {
-                floating_network_id: self.network_id(pool)?,
-                port_id: Some(port.id.clone()),
-                description: Some(name.to_string()),
-                tags: vec![tag(cluster)],
-                ..FloatingIpCreate::default()
-            })
-            .await?;
-        Ok(fip.id)
+        let pool_id = self.network_id(pool)?;
+        let ours = tag(cluster);
+        let ours = &ours;
+        settle(
+            &self.settle,
+            || async {
+                Ok(net
+                    .create_floating_ip(&FloatingIpCreate {
+                        floating_network_id: pool_id.clone(),
+                        port_id: Some(port.id.clone()),
+                        description: Some(name.to_string()),
+                        tags: vec![ours.clone()],
+                        ..FloatingIpCreate::default()
+                    })
+                    .await?
+                    .id)
+            },
+            || async {
+                let found = net.list_floating_ips_by_port(&port.id).await?;
+                let Some(fip) = found
+                    .into_iter()
+                    .find(|f| adoption(&f.tags, ours) != Adoption::NotOurs)
+                else {
+                    return Ok(None);
+                };
+                if adoption(&fip.tags, ours) == Adoption::AdoptAndTag {
+                    net.set_tags(Resource::FloatingIp, &fip.id, std::slice::from_ref(ours))
+                        .await?;
+                }
+                Ok(Some(fip.id))
+            },
+        )
+        .await
     }
 
     async fn create_server(
@@ -208,31 +326,51 @@ impl OpenStackProvider {
             .map(|g| lookup(ids, g).map(str::to_string))
             .collect::<Result<Vec<_>, _>>()?;
         let role_name = role.as_str();
-        let id = self
-            .os
-            .compute()
-            .create_server(&ServerCreate {
-                name: d.name.clone(),
-                flavor_id,
-                image_id,
-                networks: vec![ServerNetwork::Network(network_id)],
-                key_name: Some(Names(cluster).keypair()),
-                security_groups: groups,
-                metadata: BTreeMap::from([
-                    (META_KEY.to_string(), cluster.to_string()),
-                    ("hvd-role".to_string(), role_name.to_string()),
-                    ("hvd-index".to_string(), index.to_string()),
-                ]),
-                tags: vec![tag(cluster)],
-                user_data: Some(
-                    crate::render::cloud_config(cluster, &d.name, role_name)
-                        .map_err(|e| ProviderError::Cloud(e.to_string()))?
-                        .into_bytes(),
-                ),
-                ..ServerCreate::default()
-            })
-            .await?;
-        Ok(id)
+        let compute = self.os.compute();
+        let server = ServerCreate {
+            name: d.name.clone(),
+            flavor_id,
+            image_id,
+            networks: vec![ServerNetwork::Network(network_id)],
+            key_name: Some(Names(cluster).keypair()),
+            security_groups: groups,
+            metadata: BTreeMap::from([
+                (META_KEY.to_string(), cluster.to_string()),
+                ("hvd-role".to_string(), role_name.to_string()),
+                ("hvd-index".to_string(), index.to_string()),
+            ]),
+            tags: vec![tag(cluster)],
+            user_data: Some(
+                crate::render::cloud_config(cluster, &d.name, role_name)
+                    .map_err(|e| ProviderError::Cloud(e.to_string()))?
+                    .into_bytes(),
+            ),
+            ..ServerCreate::default()
+        };
+        let (server, ours) = (&server, tag(cluster));
+        settle(
+            &self.settle,
+            || async { compute.create_server(server).await },
+            || async {
+                let found = compute
+                    .list_servers(&ServerFilter {
+                        tags: vec![ours.clone()],
+                        name: None,
+                    })
+                    .await?;
+                Ok(found
+                    .into_iter()
+                    .find(|s| {
+                        s.name.as_deref() == Some(d.name.as_str())
+                            && !matches!(
+                                s.status,
+                                ServerStatus::Deleted | ServerStatus::SoftDeleted
+                            )
+                    })
+                    .map(|s| s.id))
+            },
+        )
+        .await
     }
 
     pub async fn create(
@@ -242,48 +380,84 @@ impl OpenStackProvider {
         ids: &BTreeMap<String, String>,
     ) -> Result<String, ProviderError> {
         let net = self.os.network();
+        let policy = &self.settle;
+        let ours = tag(cluster);
+        let ours = &ours;
+        let name = d.name.as_str();
         match &d.spec {
             Spec::Keypair => {
                 let key = self
                     .public_key
                     .as_deref()
                     .ok_or_else(|| ProviderError::Cloud("no public key to import".into()))?;
-                Ok(self.os.compute().import_keypair(&d.name, key).await?.name)
+                let compute = self.os.compute();
+                settle(
+                    policy,
+                    || async { Ok(compute.import_keypair(name, key).await?.name) },
+                    || async { Ok(compute.get_keypair(name).await?.map(|k| k.name)) },
+                )
+                .await
             }
             Spec::SecurityGroup { rules } => {
-                self.create_security_group(cluster, &d.name, rules, ids)
-                    .await
+                self.create_security_group(cluster, name, rules, ids).await
             }
-            Spec::Network => Ok(net
-                .create_network(&NetworkCreate {
-                    name: d.name.clone(),
-                    tags: vec![tag(cluster)],
-                    ..NetworkCreate::default()
-                })
-                .await?
-                .id),
+            Spec::Network => {
+                settle(
+                    policy,
+                    || async {
+                        Ok(net
+                            .create_network(&NetworkCreate {
+                                name: name.to_string(),
+                                tags: vec![ours.clone()],
+                                ..NetworkCreate::default()
+                            })
+                            .await?
+                            .id)
+                    },
+                    || async {
+                        let found = net.list_networks(&Query::new().name(name)).await?;
+                        adopt(&net, Resource::Network, ours, found, |n| (&n.id, &n.tags)).await
+                    },
+                )
+                .await
+            }
             Spec::Subnet {
                 network,
                 cidr,
                 dns_nameservers,
-            } => Ok(net
-                .create_subnet(&SubnetCreate {
-                    name: d.name.clone(),
-                    network_id: lookup(ids, network)?.to_string(),
-                    cidr: cidr.clone(),
-                    ip_version: Some(4),
-                    dns_nameservers: dns_nameservers.clone(),
-                    enable_dhcp: Some(true),
-                    tags: vec![tag(cluster)],
-                    ..SubnetCreate::default()
-                })
-                .await?
-                .id),
+            } => {
+                let network_id = lookup(ids, network)?;
+                settle(
+                    policy,
+                    || async {
+                        Ok(net
+                            .create_subnet(&SubnetCreate {
+                                name: name.to_string(),
+                                network_id: network_id.to_string(),
+                                cidr: cidr.clone(),
+                                ip_version: Some(4),
+                                dns_nameservers: dns_nameservers.clone(),
+                                enable_dhcp: Some(true),
+                                tags: vec![ours.clone()],
+                                ..SubnetCreate::default()
+                            })
+                            .await?
+                            .id)
+                    },
+                    || async {
+                        let found = net
+                            .list_subnets(&Query::new().name(name).eq("network_id", network_id))
+                            .await?;
+                        adopt(&net, Resource::Subnet, ours, found, |n| (&n.id, &n.tags)).await
+                    },
+                )
+                .await
+            }
             Spec::Router {
                 external_network,
                 subnet,
             } => {
-                self.create_router(cluster, &d.name, external_network, subnet, ids)
+                self.create_router(cluster, name, external_network, subnet, ids)
                     .await
             }
             Spec::Share {
@@ -292,75 +466,189 @@ impl OpenStackProvider {
                 access_cidr,
                 ..
             } => {
-                self.create_share(
-                    cluster,
-                    &d.name,
-                    *size_gb,
-                    share_type.as_deref(),
-                    access_cidr,
+                self.create_share(cluster, name, *size_gb, share_type.as_deref(), access_cidr)
+                    .await
+            }
+            Spec::Volume { size_gb } => {
+                let api = self.os.volume();
+                let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);
+                settle(
+                    policy,
+                    || async {
+                        Ok(api
+                            .create_volume(&VolumeCreate {
+                                name: name.to_string(),
+                                size: u64::from(*size_gb),
+                                metadata: meta.clone(),
+                                ..VolumeCreate::default()
+                            })
+                            .await?
+                            .id)
+                    },
+                    || async {
+                        let found = api.list_volumes(&meta).await?;
+                        Ok(found
+                            .into_iter()
+                            .find(|v| v.name.as_deref() == Some(name))
+                            .map(|v| v.id))
+                    },
                 )
                 .await
             }
-            Spec::Volume { size_gb } => Ok(self
-                .os
-                .volume()
-                .create_volume(&VolumeCreate {
-                    name: d.name.clone(),
-                    size: u64::from(*size_gb),
-                    metadata: BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]),
-                    ..VolumeCreate::default()
-                })
-                .await?
-                .id),
             Spec::Server { .. } => self.create_server(cluster, d, ids).await,
             Spec::FloatingIp { pool, server } => {
-                self.create_floating_ip(cluster, &d.name, pool, server, ids)
+                self.create_floating_ip(cluster, name, pool, server, ids)
                     .await
             }
             Spec::VolumeAttachment { volume, server } => {
                 let server_id = lookup(ids, server)?;
                 let volume_id = lookup(ids, volume)?;
-                self.os
-                    .compute()
-                    .attach_volume(server_id, volume_id, None)
-                    .await?;
+                let compute = self.os.compute();
+                settle(
+                    policy,
+                    || async {
+                        compute
+                            .attach_volume(server_id, volume_id, None)
+                            .await
+                            .map(|_| ())
+                    },
+                    || async {
+                        let found = compute.list_volume_attachments(server_id).await?;
+                        Ok(found.iter().any(|a| a.volume_id == volume_id).then_some(()))
+                    },
+                )
+                .await?;
                 Ok(format!("{server_id}/{volume_id}"))
             }
         }
     }
 
+    /// Deletes one resource. The client retries a DELETE whose outcome is unknown and takes a
+    /// 404 as done; if it still has no clear answer, the resource is looked up: gone is deleted.
     pub async fn delete(&self, old: &Observed) -> Result<(), ProviderError> {
         let net = self.os.network();
+        let compute = self.os.compute();
+        let id = old.id.as_str();
+        let neutron = |r: Resource| {
+            let net = net.clone();
+            async move {
+                confirm_gone(net.delete_resource(r, id), || async {
+                    net.exists(r, id).await
+                })
+                .await
+            }
+        };
         match old.kind {
-            Kind::Keypair => self.os.compute().delete_keypair(&old.id).await?,
-            Kind::SecurityGroup => net.delete_security_group(&old.id).await?,
-            Kind::Network => net.delete_network(&old.id).await?,
-            Kind::Subnet => net.delete_subnet(&old.id).await?,
+            Kind::Keypair => {
+                confirm_gone(compute.delete_keypair(id), || async {
+                    Ok(compute.get_keypair(id).await?.is_some())
+                })
+                .await?
+            }
+            Kind::SecurityGroup => neutron(Resource::SecurityGroup).await?,
+            Kind::Network => neutron(Resource::Network).await?,
+            Kind::Subnet => neutron(Resource::Subnet).await?,
             Kind::Router => {
                 // A router goes only after its interfaces (and gateway) are removed.
-                for port in net.list_ports_by_device(&old.id).await? {
+                for port in net.list_ports_by_device(id).await? {
                     if port.device_owner.starts_with("network:router_interface") {
                         for ip in &port.fixed_ips {
                             if let Some(subnet) = &ip.subnet_id {
-                                net.remove_router_interface(&old.id, subnet).await?;
+                                let port_id = port.id.as_str();
+                                confirm_gone(net.remove_router_interface(id, subnet), || async {
+                                    net.exists(Resource::Port, port_id).await
+                                })
+                                .await?;
                             }
                         }
                     }
                 }
-                net.delete_router(&old.id).await?
+                neutron(Resource::Router).await?
             }
-            Kind::FloatingIp => net.delete_floating_ip(&old.id).await?,
-            Kind::Server => self.os.compute().delete_server(&old.id).await?,
-            Kind::Share => self.os.share().delete_share(&old.id).await?,
-            Kind::Volume => self.os.volume().delete_volume(&old.id).await?,
+            Kind::FloatingIp => neutron(Resource::FloatingIp).await?,
+            Kind::Server => {
+                confirm_gone(compute.delete_server(id), || async {
+                    Ok(compute
+                        .get_server(id)
+                        .await?
+                        .is_some_and(|s| s.status != ServerStatus::Deleted))
+                })
+                .await?
+            }
+            Kind::Share => {
+                let api = self.os.share();
+                confirm_gone(api.delete_share(id), || async {
+                    Ok(api.get_share(id).await?.is_some())
+                })
+                .await?
+            }
+            Kind::Volume => {
+                let api = self.os.volume();
+                confirm_gone(api.delete_volume(id), || async {
+                    Ok(api.get_volume(id).await?.is_some())
+                })
+                .await?
+            }
             Kind::VolumeAttachment => {
-                if let Some((server, volume)) = old.id.split_once('/') {
-                    self.os.compute().detach_volume(server, volume).await?;
+                if let Some((server, volume)) = id.split_once('/') {
+                    confirm_gone(compute.detach_volume(server, volume), || async {
+                        let found = compute.list_volume_attachments(server).await?;
+                        Ok(found.iter().any(|a| a.volume_id == volume))
+                    })
+                    .await?
                 }
             }
         }
         Ok(())
     }
+}
+
+/// The first of `found` that is ours or untagged, tagged now if its tag was lost.
+async fn adopt<T>(
+    net: &crate::openstack::Network,
+    r: Resource,
+    ours: &str,
+    found: Vec<T>,
+    parts: impl Fn(&T) -> (&String, &Vec<String>),
+) -> Result<Option<String>, crate::openstack::OpenStackError> {
+    for item in &found {
+        let (id, tags) = parts(item);
+        match adoption(tags, ours) {
+            Adoption::NotOurs => continue,
+            Adoption::Adopt => return Ok(Some(id.clone())),
+            Adoption::AdoptAndTag => {
+                net.set_tags(r, id, &[ours.to_string()]).await?;
+                return Ok(Some(id.clone()));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Whether an existing rule is the one `want` would create (neutron's own uniqueness test:
+/// direction, ethertype, protocol, ports, remote).
+pub(super) fn rule_matches(want: &RuleCreate, have: &SecurityGroupRule) -> bool {
+    let (min, max) = match want.port_range {
+        Some((a, b)) => (Some(a), Some(b)),
+        None => (None, None),
+    };
+    let (prefix, group) = match &want.remote {
+        // neutron may store an any-address prefix as no prefix
+        Remote::Cidr(c) if c == "0.0.0.0/0" || c == "::/0" => {
+            (have.remote_ip_prefix.as_deref().filter(|p| p == c), None)
+        }
+        Remote::Cidr(c) => (Some(c.as_str()), None),
+        Remote::Group(g) => (None, Some(g.as_str())),
+        Remote::Any => (None, None),
+    };
+    have.direction == want.direction.as_str()
+        && have.ethertype == want.ethertype.as_str()
+        && have.protocol.as_deref().map(str::to_ascii_lowercase)
+            == want.protocol.as_deref().map(str::to_ascii_lowercase)
+        && have.port_range_min == min
+        && have.port_range_max == max
+        && have.remote_ip_prefix.as_deref() == prefix
+        && have.remote_group_id.as_deref() == group
 }
 
 fn lookup<'a>(ids: &'a BTreeMap<String, String>, name: &str) -> Result<&'a str, ProviderError> {
@@ -369,4 +657,59 @@ fn lookup<'a>(ids: &'a BTreeMap<String, String>, name: &str) -> Result<&'a str, 
             "{name} does not exist yet (it is created earlier in the plan)"
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_is_found_again_by_what_makes_it_unique() {
+        let want = RuleCreate {
+            security_group_id: "g".into(),
+            protocol: Some("tcp".into()),
+            port_range: Some((22, 22)),
+            remote: Remote::Cidr("203.0.113.0/24".into()),
+            ..RuleCreate::default()
+        };
+        let have = SecurityGroupRule {
+            id: "r".into(),
+            security_group_id: "g".into(),
+            direction: "ingress".into(),
+            ethertype: "IPv4".into(),
+            protocol: Some("tcp".into()),
+            port_range_min: Some(22),
+            port_range_max: Some(22),
+            remote_ip_prefix: Some("203.0.113.0/24".into()),
+            remote_group_id: None,
+            description: Some("anything".into()),
+        };
+        assert!(rule_matches(&want, &have));
+        let other_port = SecurityGroupRule {
+            port_range_max: Some(23),
+            ..have.clone()
+        };
+        assert!(!rule_matches(&want, &other_port));
+        let egress = SecurityGroupRule {
+            direction: "egress".into(),
+            ..have.clone()
+        };
+        assert!(!rule_matches(&want, &egress));
+        let by_group = RuleCreate {
+            remote: Remote::Group("peer".into()),
+            port_range: None,
+            protocol: None,
+            ..want.clone()
+        };
+        let group_rule = SecurityGroupRule {
+            protocol: None,
+            port_range_min: None,
+            port_range_max: None,
+            remote_ip_prefix: None,
+            remote_group_id: Some("peer".into()),
+            ..have.clone()
+        };
+        assert!(rule_matches(&by_group, &group_rule));
+        assert!(!rule_matches(&want, &group_rule));
+    }
 }

@@ -15,6 +15,7 @@ pub mod desired;
 mod observe;
 mod quota;
 mod resolve;
+pub mod settle;
 
 pub use observe::pick_export;
 pub use resolve::gpus_in_extra_specs;
@@ -51,12 +52,26 @@ pub struct OpenStackProvider {
     public_key: Option<Arc<str>>,
     /// Checks server names and addresses in every reply (see [`Screen`]).
     screen: Screen,
+    /// Creates and actions with an unknown outcome: looked up, then tried again (bounded).
+    settle: settle::SettlePolicy,
 }
 
 impl From<OpenStackError> for ProviderError {
     fn from(e: OpenStackError) -> Self {
+        ProviderError::from_openstack(&e)
+    }
+}
+
+impl ProviderError {
+    /// Over quota, a refusal, or (no clear answer after the retries) [`ProviderError::Unsettled`].
+    pub fn from_openstack(e: &OpenStackError) -> Self {
         if e.is_quota_exceeded() {
             ProviderError::Quota(e.to_string())
+        } else if e.certainty().is_ambiguous() {
+            ProviderError::Unsettled {
+                call: crate::input::shown_message(&e.to_string(), 400),
+                tries: String::new(),
+            }
         } else {
             ProviderError::Cloud(e.to_string())
         }
@@ -88,6 +103,7 @@ impl OpenStackProvider {
             resolved: Resolved::default(),
             public_key: None,
             screen: Screen::default(),
+            settle: settle::SettlePolicy::default(),
         })
     }
 
