@@ -1,21 +1,21 @@
-//! Creating and deleting one resource at a time: security groups with their rules, routers
+//! Creating one resource at a time: security groups with their rules, routers
 //! with their interface, shares with their access rule, floating IPs, servers (with their
 //! cloud-config), volumes and attachments. Tags come last, so a half-made resource is seen as
 //! failed and replaced. Every create and action goes through [`settle`]: after a failure
 //! with no clear answer the result is looked up and adopted (tagged if its tag was lost)
-//! before anything is sent again; every delete through [`confirm_gone`].
+//! before anything is sent again. Deletes are in delete.rs.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::settle::{adoption, confirm_gone, settle, Adoption};
+use super::settle::{adoption, rule_matches, settle, Adoption};
 use super::{tag, OpenStackProvider, META_KEY};
 use crate::openstack::{
     FloatingIpCreate, NetworkCreate, Query, Remote, Resource, RouterCreate, RuleCreate,
-    SecurityGroupCreate, SecurityGroupRule, ServerCreate, ServerFilter, ServerNetwork,
-    ServerStatus, ShareCreate, SubnetCreate, VolumeCreate,
+    SecurityGroupCreate, ServerCreate, ServerFilter, ServerNetwork, ServerStatus, ShareCreate,
+    SubnetCreate, VolumeCreate,
 };
-use crate::plan::{Kind, Names, Observed, RuleSource, Spec};
+use crate::plan::{Names, RuleSource, Spec};
 use crate::provider::ProviderError;
 use crate::wait::{wait_until, Probe, WaitError};
 
@@ -522,85 +522,6 @@ impl OpenStackProvider {
             }
         }
     }
-
-    /// Deletes one resource. The client retries a DELETE whose outcome is unknown and takes a
-    /// 404 as done; if it still has no clear answer, the resource is looked up: gone is deleted.
-    pub async fn delete(&self, old: &Observed) -> Result<(), ProviderError> {
-        let net = self.os.network();
-        let compute = self.os.compute();
-        let id = old.id.as_str();
-        let neutron = |r: Resource| {
-            let net = net.clone();
-            async move {
-                confirm_gone(net.delete_resource(r, id), || async {
-                    net.exists(r, id).await
-                })
-                .await
-            }
-        };
-        match old.kind {
-            Kind::Keypair => {
-                confirm_gone(compute.delete_keypair(id), || async {
-                    Ok(compute.get_keypair(id).await?.is_some())
-                })
-                .await?
-            }
-            Kind::SecurityGroup => neutron(Resource::SecurityGroup).await?,
-            Kind::Network => neutron(Resource::Network).await?,
-            Kind::Subnet => neutron(Resource::Subnet).await?,
-            Kind::Router => {
-                // A router goes only after its interfaces (and gateway) are removed.
-                for port in net.list_ports_by_device(id).await? {
-                    if port.device_owner.starts_with("network:router_interface") {
-                        for ip in &port.fixed_ips {
-                            if let Some(subnet) = &ip.subnet_id {
-                                let port_id = port.id.as_str();
-                                confirm_gone(net.remove_router_interface(id, subnet), || async {
-                                    net.exists(Resource::Port, port_id).await
-                                })
-                                .await?;
-                            }
-                        }
-                    }
-                }
-                neutron(Resource::Router).await?
-            }
-            Kind::FloatingIp => neutron(Resource::FloatingIp).await?,
-            Kind::Server => {
-                confirm_gone(compute.delete_server(id), || async {
-                    Ok(compute
-                        .get_server(id)
-                        .await?
-                        .is_some_and(|s| s.status != ServerStatus::Deleted))
-                })
-                .await?
-            }
-            Kind::Share => {
-                let api = self.os.share();
-                confirm_gone(api.delete_share(id), || async {
-                    Ok(api.get_share(id).await?.is_some())
-                })
-                .await?
-            }
-            Kind::Volume => {
-                let api = self.os.volume();
-                confirm_gone(api.delete_volume(id), || async {
-                    Ok(api.get_volume(id).await?.is_some())
-                })
-                .await?
-            }
-            Kind::VolumeAttachment => {
-                if let Some((server, volume)) = id.split_once('/') {
-                    confirm_gone(compute.detach_volume(server, volume), || async {
-                        let found = compute.list_volume_attachments(server).await?;
-                        Ok(found.iter().any(|a| a.volume_id == volume))
-                    })
-                    .await?
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 /// The first of `found` that is ours or untagged, tagged now if its tag was lost.
@@ -625,91 +546,10 @@ async fn adopt<T>(
     Ok(None)
 }
 
-/// Whether an existing rule is the one `want` would create (neutron's own uniqueness test:
-/// direction, ethertype, protocol, ports, remote).
-pub(super) fn rule_matches(want: &RuleCreate, have: &SecurityGroupRule) -> bool {
-    let (min, max) = match want.port_range {
-        Some((a, b)) => (Some(a), Some(b)),
-        None => (None, None),
-    };
-    let (prefix, group) = match &want.remote {
-        // neutron may store an any-address prefix as no prefix
-        Remote::Cidr(c) if c == "0.0.0.0/0" || c == "::/0" => {
-            (have.remote_ip_prefix.as_deref().filter(|p| p == c), None)
-        }
-        Remote::Cidr(c) => (Some(c.as_str()), None),
-        Remote::Group(g) => (None, Some(g.as_str())),
-        Remote::Any => (None, None),
-    };
-    have.direction == want.direction.as_str()
-        && have.ethertype == want.ethertype.as_str()
-        && have.protocol.as_deref().map(str::to_ascii_lowercase)
-            == want.protocol.as_deref().map(str::to_ascii_lowercase)
-        && have.port_range_min == min
-        && have.port_range_max == max
-        && have.remote_ip_prefix.as_deref() == prefix
-        && have.remote_group_id.as_deref() == group
-}
-
 fn lookup<'a>(ids: &'a BTreeMap<String, String>, name: &str) -> Result<&'a str, ProviderError> {
     ids.get(name).map(String::as_str).ok_or_else(|| {
         ProviderError::Cloud(format!(
             "{name} does not exist yet (it is created earlier in the plan)"
         ))
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_rule_is_found_again_by_what_makes_it_unique() {
-        let want = RuleCreate {
-            security_group_id: "g".into(),
-            protocol: Some("tcp".into()),
-            port_range: Some((22, 22)),
-            remote: Remote::Cidr("203.0.113.0/24".into()),
-            ..RuleCreate::default()
-        };
-        let have = SecurityGroupRule {
-            id: "r".into(),
-            security_group_id: "g".into(),
-            direction: "ingress".into(),
-            ethertype: "IPv4".into(),
-            protocol: Some("tcp".into()),
-            port_range_min: Some(22),
-            port_range_max: Some(22),
-            remote_ip_prefix: Some("203.0.113.0/24".into()),
-            remote_group_id: None,
-            description: Some("anything".into()),
-        };
-        assert!(rule_matches(&want, &have));
-        let other_port = SecurityGroupRule {
-            port_range_max: Some(23),
-            ..have.clone()
-        };
-        assert!(!rule_matches(&want, &other_port));
-        let egress = SecurityGroupRule {
-            direction: "egress".into(),
-            ..have.clone()
-        };
-        assert!(!rule_matches(&want, &egress));
-        let by_group = RuleCreate {
-            remote: Remote::Group("peer".into()),
-            port_range: None,
-            protocol: None,
-            ..want.clone()
-        };
-        let group_rule = SecurityGroupRule {
-            protocol: None,
-            port_range_min: None,
-            port_range_max: None,
-            remote_ip_prefix: None,
-            remote_group_id: Some("peer".into()),
-            ..have.clone()
-        };
-        assert!(rule_matches(&by_group, &group_rule));
-        assert!(!rule_matches(&want, &group_rule));
-    }
 }

@@ -11,6 +11,7 @@
 //! the limits, `observe` finds what exists, `create` makes and deletes one resource at a time.
 
 mod create;
+mod delete;
 pub mod desired;
 mod observe;
 mod quota;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use rand::Rng;
 
 use crate::openstack::error::Certainty;
-use crate::openstack::OpenStackError;
+use crate::openstack::{OpenStackError, Remote, RuleCreate, SecurityGroupRule};
 use crate::provider::ProviderError;
 
 /// How often a create or an action is tried, and the waits between tries.
@@ -180,6 +180,32 @@ where
         },
         Err(e) => Err(ProviderError::from_openstack(&e)),
     }
+}
+
+/// Whether an existing rule is the one `want` would create (neutron's own uniqueness test:
+/// direction, ethertype, protocol, ports, remote).
+pub(super) fn rule_matches(want: &RuleCreate, have: &SecurityGroupRule) -> bool {
+    let (min, max) = match want.port_range {
+        Some((a, b)) => (Some(a), Some(b)),
+        None => (None, None),
+    };
+    let (prefix, group) = match &want.remote {
+        // neutron may store an any-address prefix as no prefix
+        Remote::Cidr(c) if c == "0.0.0.0/0" || c == "::/0" => {
+            (have.remote_ip_prefix.as_deref().filter(|p| p == c), None)
+        }
+        Remote::Cidr(c) => (Some(c.as_str()), None),
+        Remote::Group(g) => (None, Some(g.as_str())),
+        Remote::Any => (None, None),
+    };
+    have.direction == want.direction.as_str()
+        && have.ethertype == want.ethertype.as_str()
+        && have.protocol.as_deref().map(str::to_ascii_lowercase)
+            == want.protocol.as_deref().map(str::to_ascii_lowercase)
+        && have.port_range_min == min
+        && have.port_range_max == max
+        && have.remote_ip_prefix.as_deref() == prefix
+        && have.remote_group_id.as_deref() == group
 }
 
 #[cfg(test)]
@@ -407,5 +433,55 @@ mod tests {
             Ok(false)
         }))
         .is_err());
+    }
+
+    #[test]
+    fn a_rule_is_found_again_by_what_makes_it_unique() {
+        let want = RuleCreate {
+            security_group_id: "g".into(),
+            protocol: Some("tcp".into()),
+            port_range: Some((22, 22)),
+            remote: Remote::Cidr("203.0.113.0/24".into()),
+            ..RuleCreate::default()
+        };
+        let have = SecurityGroupRule {
+            id: "r".into(),
+            security_group_id: "g".into(),
+            direction: "ingress".into(),
+            ethertype: "IPv4".into(),
+            protocol: Some("tcp".into()),
+            port_range_min: Some(22),
+            port_range_max: Some(22),
+            remote_ip_prefix: Some("203.0.113.0/24".into()),
+            remote_group_id: None,
+            description: Some("anything".into()),
+        };
+        assert!(rule_matches(&want, &have));
+        let other_port = SecurityGroupRule {
+            port_range_max: Some(23),
+            ..have.clone()
+        };
+        assert!(!rule_matches(&want, &other_port));
+        let egress = SecurityGroupRule {
+            direction: "egress".into(),
+            ..have.clone()
+        };
+        assert!(!rule_matches(&want, &egress));
+        let by_group = RuleCreate {
+            remote: Remote::Group("peer".into()),
+            port_range: None,
+            protocol: None,
+            ..want.clone()
+        };
+        let group_rule = SecurityGroupRule {
+            protocol: None,
+            port_range_min: None,
+            port_range_max: None,
+            remote_ip_prefix: None,
+            remote_group_id: Some("peer".into()),
+            ..have.clone()
+        };
+        assert!(rule_matches(&by_group, &group_rule));
+        assert!(!rule_matches(&want, &group_rule));
     }
 }

@@ -1,0 +1,89 @@
+//! Deleting one resource. The client retries a DELETE whose outcome is unknown and takes a
+//! 404 as done; if it still has no clear answer, [`confirm_gone`] looks the resource up.
+
+use super::settle::confirm_gone;
+use super::OpenStackProvider;
+use crate::openstack::{Resource, ServerStatus};
+use crate::plan::{Kind, Observed};
+use crate::provider::ProviderError;
+
+impl OpenStackProvider {
+    /// Deletes one resource. The client retries a DELETE whose outcome is unknown and takes a
+    /// 404 as done; if it still has no clear answer, the resource is looked up: gone is deleted.
+    pub async fn delete(&self, old: &Observed) -> Result<(), ProviderError> {
+        let net = self.os.network();
+        let compute = self.os.compute();
+        let id = old.id.as_str();
+        let neutron = |r: Resource| {
+            let net = net.clone();
+            async move {
+                confirm_gone(net.delete_resource(r, id), || async {
+                    net.exists(r, id).await
+                })
+                .await
+            }
+        };
+        match old.kind {
+            Kind::Keypair => {
+                confirm_gone(compute.delete_keypair(id), || async {
+                    Ok(compute.get_keypair(id).await?.is_some())
+                })
+                .await?
+            }
+            Kind::SecurityGroup => neutron(Resource::SecurityGroup).await?,
+            Kind::Network => neutron(Resource::Network).await?,
+            Kind::Subnet => neutron(Resource::Subnet).await?,
+            Kind::Router => {
+                // A router goes only after its interfaces (and gateway) are removed.
+                for port in net.list_ports_by_device(id).await? {
+                    if port.device_owner.starts_with("network:router_interface") {
+                        for ip in &port.fixed_ips {
+                            if let Some(subnet) = &ip.subnet_id {
+                                let port_id = port.id.as_str();
+                                confirm_gone(net.remove_router_interface(id, subnet), || async {
+                                    net.exists(Resource::Port, port_id).await
+                                })
+                                .await?;
+                            }
+                        }
+                    }
+                }
+                neutron(Resource::Router).await?
+            }
+            Kind::FloatingIp => neutron(Resource::FloatingIp).await?,
+            Kind::Server => {
+                confirm_gone(compute.delete_server(id), || async {
+                    Ok(compute
+                        .get_server(id)
+                        .await?
+                        .is_some_and(|s| s.status != ServerStatus::Deleted))
+                })
+                .await?
+            }
+            Kind::Share => {
+                let api = self.os.share();
+                confirm_gone(api.delete_share(id), || async {
+                    Ok(api.get_share(id).await?.is_some())
+                })
+                .await?
+            }
+            Kind::Volume => {
+                let api = self.os.volume();
+                confirm_gone(api.delete_volume(id), || async {
+                    Ok(api.get_volume(id).await?.is_some())
+                })
+                .await?
+            }
+            Kind::VolumeAttachment => {
+                if let Some((server, volume)) = id.split_once('/') {
+                    confirm_gone(compute.detach_volume(server, volume), || async {
+                        let found = compute.list_volume_attachments(server).await?;
+                        Ok(found.iter().any(|a| a.volume_id == volume))
+                    })
+                    .await?
+                }
+            }
+        }
+        Ok(())
+    }
+}
