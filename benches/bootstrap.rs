@@ -1,102 +1,184 @@
-//! Local provider: `up` (resources + bootstrap + check) wall time for 1 and 4 nodes with the
-//! images already built, and Horovod allreduce bandwidth (from the check) against a raw TCP
-//! stream between the same two node containers in the same run (the baseline: what the
-//! network itself carries). Reports ratios, asserts nothing about time.
+//! Bootstrap time on the local provider for 1, 4 and 8 nodes (images already built), with the
+//! image's fan-out as a tree (`--fanout 2`, the default) against the star the tool used
+//! before (`--fanout 1024`: the master serves every worker) in the same run. Prints, per run,
 //!
-//!   cargo bench --bench bootstrap          # HVD_BENCH_NODES=1,4 by default
+//!   bootstrap nodes=N fanout=F seconds=S bytes_over_link=B
+//!   bootstrap nodes=N fanout=F re-up seconds=S bytes_over_link=B
+//!
+//! (S: from "resources ready" to the end of the bootstrap, from `up`'s own progress lines;
+//! B: bytes this machine sent to the master for the image), then
+//!
+//!   bootstrap ratio fanout=F 4/1=R4 8/1=R8
+//!
+//! and a fan-out plan for 64 workers computed from the measured per-hop rate. Asserts nothing
+//! about time. On this 2-core machine every node's `docker load` shares the same two cores and
+//! disk, so the ratios show this machine's contention as much as the tree; the plan shows what
+//! the tree does where every node has its own.
+//!
+//!   cargo bench --bench bootstrap
+//!   HVD_BENCH_NODES=1,4 HVD_BENCH_FANOUT=2 cargo bench --bench bootstrap    # a subset
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 
-fn hvd(state: &Path, args: &[&str]) -> (f64, String) {
-    let started = Instant::now();
+use hvd_cluster::bootstrap::fanout;
+
+struct Up {
+    bootstrap_secs: f64,
+    bytes_over_link: u64,
+    /// (bytes, seconds) of every master -> worker or worker -> worker hop.
+    hops: Vec<(f64, f64)>,
+}
+
+fn hvd(state: &Path, fanout: usize, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
         .args(args)
         .env("HVD_CLUSTER_STATE_DIR", state)
+        .env("HVD_CLUSTER_FANOUT", fanout.to_string())
         .output()
         .expect("run hvd-cluster");
-    let secs = started.elapsed().as_secs_f64();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if !out.status.success() {
         panic!(
-            "hvd-cluster {} failed:\n{stdout}{}",
+            "hvd-cluster {} failed:\n{}{stderr}",
             args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
+            String::from_utf8_lossy(&out.stdout)
         );
     }
-    (secs, stdout)
+    stderr
 }
 
-fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker").args(args).output().expect("docker");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// MiB/s of one TCP stream of `mib` MiB from node `from` to node `to` (python sockets).
-fn raw_tcp(from: &str, to: &str, mib: u32) -> f64 {
-    let ip = docker(&[
-        "inspect",
-        "-f",
-        "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-        to,
-    ]);
-    let server = "import socket,time\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);s.bind(('0.0.0.0',15001));s.listen(1)\nc,_=s.accept();n=0;t=time.perf_counter();b=bytearray(1<<20)\nwhile True:\n  k=c.recv_into(b)\n  if not k: break\n  n+=k\nprint(n/(time.perf_counter()-t)/2**20)";
-    let rx = Command::new("docker")
-        .args(["exec", to, "python3", "-c", server])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("receiver");
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    let client = format!("import socket\ns=socket.create_connection(('{ip}',15001));b=b'\\0'*(1<<20)\nfor _ in range({mib}): s.sendall(b)\ns.close()");
-    docker(&["exec", from, "python3", "-c", &client]);
-    let out = rx.wait_with_output().expect("receiver output");
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
+/// The number after `after` in a line, e.g. `resources ready after 12.3s`.
+fn secs_after(line: &str, word: &str) -> Option<f64> {
+    line.split(word)
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .trim_end_matches(',')
+        .trim_end_matches('s')
         .parse()
-        .unwrap_or(0.0)
+        .ok()
+}
+
+/// `image ...: 477.0 MB in 75.0s, 6.4 MB/s` -> (bytes, seconds).
+fn transfer(line: &str) -> Option<(f64, f64)> {
+    let rest = line.split("image ").nth(1)?;
+    let (_, figures) = rest.split_once(": ")?;
+    let mut words = figures.split_whitespace();
+    let amount: f64 = words.next()?.parse().ok()?;
+    let scale = match words.next()? {
+        "kB" => 1e3,
+        _ => 1e6,
+    };
+    let _in = words.next()?;
+    let secs: f64 = words
+        .next()?
+        .trim_end_matches(',')
+        .trim_end_matches('s')
+        .parse()
+        .ok()?;
+    Some((amount * scale, secs))
+}
+
+fn parse_up(log: &str) -> Up {
+    let mut ready = None;
+    let mut done = None;
+    let mut bytes = 0.0;
+    let mut hops = Vec::new();
+    for line in log.lines() {
+        if line.contains("resources ready after") {
+            ready = secs_after(line, "after");
+        } else if line.contains("bootstrap:") && line.contains("after") {
+            done = secs_after(line, "after");
+        } else if line.contains("to the master over SSH") {
+            bytes += transfer(line).map_or(0.0, |t| t.0);
+        } else if line.contains("over plain TCP") {
+            hops.extend(transfer(line));
+        }
+    }
+    let (Some(ready), Some(done)) = (ready, done) else {
+        panic!("no `resources ready` / `bootstrap:` lines in:\n{log}");
+    };
+    Up {
+        bootstrap_secs: done - ready,
+        bytes_over_link: bytes as u64,
+        hops,
+    }
+}
+
+fn list(var: &str, default: &str) -> Vec<usize> {
+    std::env::var(var)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect()
 }
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let nodes: Vec<u32> = std::env::var("HVD_BENCH_NODES")
-        .unwrap_or_else(|_| "1,4".into())
-        .split(',')
-        .filter_map(|n| n.trim().parse().ok())
-        .collect();
+    let nodes = list("HVD_BENCH_NODES", "1,4,8");
+    let fanouts = list("HVD_BENCH_FANOUT", "1024,2");
     let base =
         std::fs::read_to_string(root.join("profiles/local.toml")).expect("profiles/local.toml");
     let dir = tempfile::tempdir().expect("temp dir");
-    for n in nodes {
-        let name = format!("bench-boot-{n}");
-        let text = base
-            .replace("name = \"hvd-local\"", &format!("name = \"{name}\""))
-            .replace("count = 2", &format!("count = {}", n - 1));
-        let profile = dir.path().join(format!("{name}.toml"));
-        std::fs::write(&profile, text).expect("write profile");
-        let p = profile.to_str().expect("utf-8 path");
-        let (up, out) = hvd(dir.path(), &["up", p]);
-        let (again, _) = hvd(dir.path(), &["up", p]);
-        println!("{n} node(s): up {up:.1}s (images cached), up again {again:.1}s");
-        for line in out.lines().filter(|l| l.contains("allreduce")) {
-            println!("  {}", line.trim());
+    let mut hops = Vec::new();
+    let mut image_bytes = 0u64;
+    for &degree in &fanouts {
+        let mut seconds = Vec::new();
+        for &n in &nodes {
+            // one node has no worker: the tree changes nothing, measured once
+            if n == 1 && degree != fanouts[0] {
+                if let Some(&(_, s)) = seconds.first() {
+                    seconds.push((1, s));
+                }
+                continue;
+            }
+            let name = format!("bench-boot-{n}");
+            let text = base
+                .replace("name = \"hvd-local\"", &format!("name = \"{name}\""))
+                .replace("count = 2", &format!("count = {}", n - 1));
+            let profile = dir.path().join(format!("{name}.toml"));
+            std::fs::write(&profile, text).expect("write profile");
+            let p = profile.to_str().expect("utf-8 path");
+            let first = parse_up(&hvd(dir.path(), degree, &["up", p]));
+            let again = parse_up(&hvd(dir.path(), degree, &["up", p]));
+            hvd(dir.path(), degree, &["down", p]);
+            println!(
+                "bootstrap nodes={n} fanout={degree} seconds={:.1} bytes_over_link={}",
+                first.bootstrap_secs, first.bytes_over_link
+            );
+            println!(
+                "bootstrap nodes={n} fanout={degree} re-up seconds={:.1} bytes_over_link={}",
+                again.bootstrap_secs, again.bytes_over_link
+            );
+            image_bytes = image_bytes.max(first.bytes_over_link);
+            hops.extend(first.hops);
+            seconds.push((n, first.bootstrap_secs));
         }
-        if n >= 2 {
-            let bus: f64 = out
-                .lines()
-                .filter(|l| l.contains("allreduce  64 MiB"))
-                .find_map(|l| {
-                    l.split("busbw")
-                        .nth(1)?
-                        .split_whitespace()
-                        .next()?
-                        .parse()
-                        .ok()
-                })
-                .unwrap_or(0.0);
-            let tcp = raw_tcp(&format!("{name}-master"), &format!("{name}-worker-1"), 512);
-            println!("  raw TCP master -> worker-1: {tcp:.1} MiB/s; allreduce 64 MiB busbw / raw TCP = {:.2}", bus / tcp);
-        }
-        hvd(dir.path(), &["down", p]);
+        let one = seconds.iter().find(|(n, _)| *n == 1).map(|(_, s)| *s);
+        let ratios: Vec<String> = seconds
+            .iter()
+            .filter(|(n, _)| *n != 1)
+            .filter_map(|(n, s)| one.map(|o| format!("{n}/1={:.2}", s / o)))
+            .collect();
+        println!("bootstrap ratio fanout={degree} {}", ratios.join(" "));
+    }
+    // The plan for 64 workers from the slowest measured hop (bytes/s as one stream saw it).
+    let rate = hops
+        .iter()
+        .map(|(b, s)| b / s.max(1e-3))
+        .fold(f64::INFINITY, f64::min);
+    if rate.is_finite() && image_bytes > 0 {
+        let e = fanout::estimate(64, image_bytes, rate, fanout::DEGREE, 0.05);
+        println!(
+            "fan-out plan for 64 workers: {:.0} MB at {:.1} MB/s per hop; star (the master serves all 64) {:.0}s; \
+             tree (fanout {}, depth {}, pipelined) {:.0}s",
+            image_bytes as f64 / 1e6,
+            rate / 1e6,
+            e.star_secs,
+            fanout::DEGREE,
+            e.depth,
+            e.tree_secs
+        );
     }
 }

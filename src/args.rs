@@ -36,6 +36,18 @@ pub struct Args {
     )]
     pub parallel: usize,
 
+    /// Nodes each node passes the image on to while it receives it (a tree: the time grows
+    /// with log N, not N); the number of workers or more gives the master serving every worker
+    #[arg(
+        long,
+        global = true,
+        env = "HVD_CLUSTER_FANOUT",
+        default_value_t = 2,
+        value_parser = clap::value_parser!(u16).range(1..=1024),
+        value_name = "N"
+    )]
+    pub fanout: u16,
+
     #[command(subcommand)]
     pub command: Command,
 }

@@ -182,6 +182,8 @@ pub struct Opened {
     pub clients_cidr: String,
     /// `storage.kind = "manila"`: the share's export location, mounted on every node.
     pub share_export: Option<String>,
+    /// Children per node in the image's fan-out tree.
+    pub fanout: usize,
 }
 
 /// Generates the Jupyter token once; it lives in the cluster folder (0600), never in output
@@ -226,6 +228,7 @@ pub async fn open(
         token: jupyter_token(dir)?,
         clients_cidr,
         share_export: None,
+        fanout: ctx.fanout,
     })
 }
 
@@ -261,6 +264,7 @@ impl Opened {
             jupyter_token: &self.token,
             clients_cidr: self.clients_cidr.clone(),
             share_export: self.share_export.clone(),
+            fanout: self.fanout,
         }
     }
 

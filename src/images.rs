@@ -95,7 +95,14 @@ pub enum ImageError {
     },
     #[error("building the images failed (exit {code}); last lines:\n{tail}")]
     Build { code: String, tail: String },
+    /// Bad input (exit 2): the mirror named by the environment.
+    #[error("HVD_CLUSTER_APT_MIRROR: {0}")]
+    Mirror(String),
 }
+
+/// The environment variable naming the Debian mirror the images are built from (default: the
+/// one this machine's apt sources name, else deb.debian.org; see `scripts/build-images`).
+pub const MIRROR_VAR: &str = "HVD_CLUSTER_APT_MIRROR";
 
 /// Builds whatever of base, node and Horovod image is missing or out of date, showing the
 /// build's steps. `cache` holds the unpacked recipe.
@@ -103,6 +110,13 @@ pub async fn ensure(cache: &Path, targets: &[&str], progress: &Progress) -> Resu
     let io = |path: &Path| {
         let path = path.display().to_string();
         move |source| ImageError::Io { path, source }
+    };
+    let mirror = match std::env::var(MIRROR_VAR) {
+        Ok(m) if !m.is_empty() => {
+            crate::input::check_apt_mirror(&m).map_err(|e| ImageError::Mirror(e.0))?;
+            Some(m)
+        }
+        _ => None,
     };
     let root = cache.join("recipe");
     for (rel, text) in RECIPE {
@@ -124,10 +138,18 @@ pub async fn ensure(cache: &Path, targets: &[&str], progress: &Progress) -> Resu
     std::fs::write(&script, BUILD_SCRIPT).map_err(io(&script))?;
 
     let spinner = progress.spinner("images");
-    let mut child = tokio::process::Command::new("bash")
+    let mut command = tokio::process::Command::new("bash");
+    command
         .arg(&script)
         .args(targets)
         .env("LOG_DIR", cache.join("logs"))
+        // only our own variable names the mirror; a stray MIRROR in the user's shell does not
+        .env_remove("MIRROR")
+        .env_remove("SECURITY_MIRROR");
+    if let Some(m) = &mirror {
+        command.env(MIRROR_VAR, m);
+    }
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -136,9 +158,14 @@ pub async fn ensure(cache: &Path, targets: &[&str], progress: &Progress) -> Resu
     if let Some(stdout) = child.stdout.take() {
         let mut lines = BufReader::new(stdout).lines();
         while let Ok(Some(line)) = lines.next_line().await {
+            // Every step and every 30 s heartbeat of a long step is a line: an image build
+            // (minutes the first time) is never silent.
             if line.contains("built ")
                 || line.contains("up to date")
                 || line.contains("debootstrap")
+                || line.contains("still running")
+                || line.contains("mirrors:")
+                || line.trim_start().starts_with('[')
             {
                 progress.line(format!("  {}", line.trim()));
             }

@@ -11,6 +11,7 @@ use hvd_cluster::cmd::{self, Context};
 fn main() -> ExitCode {
     let args = Args::parse();
     let mut ctx = Context::new(args.state_dir, args.quiet, args.parallel);
+    ctx.fanout = usize::from(args.fanout);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,13 +1,16 @@
 //! The Horovod image on every node: `pull` on each node, or (`transfer`, `build`) sent once
 //! from this machine to the master over SSH (zstd when every end has it), kept there as it
-//! came, then from the master to the workers over plain TCP on the private network, streamed
-//! into `docker load` (checked by its size, zstd's frame checksum and docker's layer digests).
+//! came, then down a tree of nodes over plain TCP on the private network ([`super::fanout`]:
+//! every receiving worker relays to its children as the bytes arrive), streamed into
+//! `docker load` (checked by its size, zstd's frame checksum and docker's layer digests).
+//! Nodes that already hold the image (by id) get nothing: a second `up` sends no byte.
 
+use std::collections::HashSet;
 use std::process::Stdio;
 
 use futures::future::try_join_all;
 
-use super::{BootstrapError, Inputs, NodeSession, NODE_DIR};
+use super::{fanout, layers, BootstrapError, Inputs, NodeSession, NODE_DIR};
 use crate::profile::ImageSource;
 use crate::progress::Progress;
 use crate::render;
@@ -25,36 +28,101 @@ pub async fn local_image_id(image: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// Gets the Horovod image onto every node: `pull` on each node, or `transfer`: sent once from
-/// this machine to the master, then fanned out from the master to the workers over the
-/// private network (one copy over the user's link, not N).
+/// The nodes that lack the image (compared by id with this machine's when it has it).
+async fn lacking<'a>(
+    image: &str,
+    want: Option<&str>,
+    sessions: &'a [NodeSession],
+) -> Result<Vec<&'a NodeSession>, BootstrapError> {
+    // The image reference passed the reference grammar; it is still quoted wherever a shell sees it.
+    let quoted_image = ssh::shell_quote(image);
+    let ids = try_join_all(sessions.iter().map(|s| {
+        let quoted_image = &quoted_image;
+        async move {
+            s.ssh
+                .sudo(&format!(
+                    "docker image inspect -f '{{{{.Id}}}}' {quoted_image} 2>/dev/null || true"
+                ))
+                .await
+        }
+    }))
+    .await?;
+    Ok(sessions
+        .iter()
+        .zip(ids)
+        .filter(|(_, id)| match want {
+            Some(w) => id.trim() != w,
+            None => id.trim().is_empty(),
+        })
+        .map(|(s, _)| s)
+        .collect())
+}
+
+/// The image on the master's disk, sent while the nodes were still installing Docker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Uploaded {
+    pub file: ImageFile,
+    pub transfer: Transfer,
+}
+
+/// The first leg, started beside the node steps (it needs only SSH and the master's disk,
+/// not Docker): when the image goes by `transfer`/`build` and the master lacks it, `docker
+/// save` here, compressed, into a file on the master, leaving out the layers every node that
+/// lacks the image already holds. `None` when there is nothing to send (or nothing here to
+/// send: [`ensure_image`] then says why).
+pub(super) async fn upload_early(
+    inputs: &Inputs<'_>,
+    sessions: &[NodeSession],
+    progress: &Progress,
+) -> Result<Option<Uploaded>, BootstrapError> {
+    let p = inputs.profile;
+    if matches!(p.container.source, ImageSource::Pull) {
+        return Ok(None);
+    }
+    let image = &p.container.image;
+    let Some(want) = local_image_id(image).await else {
+        return Ok(None);
+    };
+    let missing = lacking(image, Some(&want), sessions).await?;
+    let master = &sessions[0];
+    if !missing.iter().any(|s| s.node.name == master.node.name) {
+        return Ok(None);
+    }
+    // Every node installs zstd with Docker (the docker step's check requires it), so only this
+    // machine decides whether the image travels compressed.
+    let file = ImageFile {
+        zstd: local_has_zstd().await,
+    };
+    // Layers every receiver already holds (an earlier build of the image) stay out of the
+    // archive: `docker load` never reads them. A node without Docker yet holds none.
+    let shared = shared_layers(image, &missing).await?;
+    if shared.count > 0 {
+        progress.line(format!(
+            "{}: {} of {} layer(s) already on every node that lacks the image; not sending them",
+            master.node.name, shared.count, shared.of
+        ));
+    }
+    let transfer = send_image_to_master(master, image, file, shared.count).await?;
+    progress.line(format!("{}: {}", master.node.name, transfer.describe()));
+    Ok(Some(Uploaded { file, transfer }))
+}
+
+/// Gets the Horovod image onto every node that lacks it: `pull` on each node, or `transfer`:
+/// sent once from this machine to the master ([`upload_early`], already done when `early`),
+/// loaded there while it goes down the fan-out tree over the private network (one copy over
+/// the user's link, at most `inputs.fanout` copies out of any node).
 pub(super) async fn ensure_image(
     inputs: &Inputs<'_>,
     sessions: &[NodeSession],
     bars: &[indicatif::ProgressBar],
     progress: &Progress,
+    early: Option<Uploaded>,
 ) -> Result<usize, BootstrapError> {
     let p = inputs.profile;
     let image = &p.container.image;
-    // The image reference passed the reference grammar; it is still quoted wherever a shell sees it.
     let quoted_image = ssh::shell_quote(image);
     let want = local_image_id(image).await;
-    let mut missing = Vec::new();
-    for s in sessions {
-        let id = s
-            .ssh
-            .sudo(&format!(
-                "docker image inspect -f '{{{{.Id}}}}' {quoted_image} 2>/dev/null || true"
-            ))
-            .await?;
-        let present = match &want {
-            Some(w) => id.trim() == w,
-            None => !id.trim().is_empty(),
-        };
-        if !present {
-            missing.push(s);
-        }
-    }
+    let missing = lacking(image, want.as_deref(), sessions).await?;
     if missing.is_empty() {
         return Ok(0);
     }
@@ -74,63 +142,64 @@ pub(super) async fn ensure_image(
                 )));
             }
             let master = &sessions[0];
+            let master_lacks = missing.iter().any(|s| s.node.name == master.node.name);
             let workers: Vec<&NodeSession> = missing
                 .iter()
                 .copied()
                 .filter(|s| s.node.name != master.node.name)
                 .collect();
-            // zstd on this machine and on every node that gets the image: the image then crosses
-            // every link compressed and the master keeps it compressed for the workers.
-            let zstd = local_has_zstd().await
-                && try_join_all(missing.iter().map(|s| async move {
-                    Ok::<bool, BootstrapError>(s.ssh.run("command -v zstd").await.is_ok())
-                }))
-                .await?
-                .into_iter()
-                .all(|has| has);
-            let file = ImageFile { zstd };
-            let mut received = false;
-            if missing.iter().any(|s| s.node.name == master.node.name) {
-                bars[0].set_message(format!("sending {image} to the master"));
-                // Keep the bytes the master received for the workers (no second `docker save`).
-                let keep = !workers.is_empty();
-                let sent = send_image_to_master(master, image, file, keep).await?;
-                progress.line(format!("{}: {}", master.node.name, sent.describe()));
-                received = keep;
+            // The master's file: what `upload_early` sent, or sent now (the master lacked the
+            // image only once Docker could tell), or (the master has the image, a worker
+            // does not) saved on the master by `fan_out_image`.
+            let uploaded = match early {
+                Some(u) => Some(u),
+                None if master_lacks => {
+                    bars[0].set_message(format!("sending {image} to the master"));
+                    upload_early(inputs, sessions, progress).await?
+                }
+                None => None,
+            };
+            let file = match &uploaded {
+                Some(u) => u.file,
+                None => ImageFile {
+                    zstd: local_has_zstd().await,
+                },
+            };
+            let received = uploaded.is_some();
+            bars[0].set_message(format!(
+                "loading {image}; serving it to {} worker(s) on port {IMAGE_PORT}",
+                workers.len()
+            ));
+            // The master loads the file it received while the workers fetch it: under
+            // emulation `docker load` is the slow part, so the two overlap.
+            let master_load = async {
+                if !received {
+                    return Ok(None);
+                }
+                let started = std::time::Instant::now();
+                master
+                    .ssh
+                    .sudo(&format!(
+                        "set -e -o pipefail\n{} {} | docker load -q >/dev/null",
+                        file.decompress(),
+                        file.path()
+                    ))
+                    .await
+                    .map(|_| Some(started.elapsed().as_secs_f64()))
+            };
+            let fan_out = async {
+                if workers.is_empty() {
+                    return Ok(Vec::new());
+                }
+                fan_out_image(master, &workers, image, file, received, inputs.fanout).await
+            };
+            let (loaded, fanned) = tokio::join!(master_load, fan_out);
+            let _ = master.ssh.sudo(&format!("rm -f {}", file.path())).await;
+            if let Some(secs) = loaded? {
+                progress.line(format!("{}: docker load {secs:.1}s", master.node.name));
             }
-            if !workers.is_empty() {
-                bars[0].set_message(format!(
-                    "serving {image} to {} worker(s) on port {IMAGE_PORT}",
-                    workers.len()
-                ));
-                // The master loads the file it received while the workers fetch it: under
-                // emulation `docker load` is the slow part, so the two overlap.
-                let master_load = async {
-                    if !received {
-                        return Ok(None);
-                    }
-                    let started = std::time::Instant::now();
-                    master
-                        .ssh
-                        .sudo(&format!(
-                            "set -e -o pipefail\n{} {} | docker load -q >/dev/null",
-                            file.decompress(),
-                            file.path()
-                        ))
-                        .await
-                        .map(|_| Some(started.elapsed().as_secs_f64()))
-                };
-                let (loaded, fanned) = tokio::join!(
-                    master_load,
-                    fan_out_image(master, &workers, image, file, received)
-                );
-                let _ = master.ssh.sudo(&format!("rm -f {}", file.path())).await;
-                if let Some(secs) = loaded? {
-                    progress.line(format!("{}: docker load {secs:.1}s", master.node.name));
-                }
-                for line in fanned? {
-                    progress.line(&line);
-                }
+            for line in fanned? {
+                progress.line(&line);
             }
         }
     }
@@ -190,10 +259,15 @@ impl Transfer {
         self.bytes as f64 / 1e6 / self.secs.max(1e-6)
     }
     pub fn describe(&self) -> String {
+        // kB below a megabyte: a transfer of only the missing layers may be that small
+        let size = if self.bytes < 1_000_000 {
+            format!("{:.1} kB", self.bytes as f64 / 1e3)
+        } else {
+            format!("{:.1} MB", self.bytes as f64 / 1e6)
+        };
         format!(
-            "image {}: {:.1} MB in {:.1}s, {:.1} MB/s",
+            "image {}: {size} in {:.1}s, {:.1} MB/s",
             self.what,
-            self.bytes as f64 / 1e6,
             self.secs,
             self.mb_per_s()
         )
@@ -221,62 +295,159 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counting<R> {
     }
 }
 
-/// The command the master runs on the image stream from this machine: kept as it came (the
-/// file the workers fetch; the master loads it while it serves them), or decompressed straight
-/// into `docker load` when no worker needs it.
-pub fn master_load_command(file: ImageFile, keep: bool) -> String {
-    let script = if keep {
-        format!("set -e -o pipefail; cat > {}", file.path())
-    } else {
-        format!(
-            "set -e -o pipefail; {} | docker load -q >/dev/null",
-            file.decompress()
-        )
-    };
+/// The command the master runs on the image stream from this machine: kept as it came, in
+/// the file it loads and the workers fetch (a partial file from an interrupted `up` is
+/// replaced).
+pub fn master_receive_command(file: ImageFile) -> String {
+    let script = format!("set -e -o pipefail; cat > {}", file.path());
     format!("sudo -n bash -c {}", ssh::shell_quote(&script))
 }
 
-/// `docker save` here, over SSH to the master's `docker load`: zstd at a fast level when
-/// both ends have it (SSH is the slow part under emulation), else as it is.
-async fn send_image_to_master(
-    master: &NodeSession,
+/// How many of the image's bottom layers every receiver holds already.
+struct SharedLayers {
+    count: usize,
+    of: usize,
+}
+
+/// The image's layer diff IDs here, and the layer lists of every image on each receiver
+/// (read from the node and parsed as JSON, like anything a node says).
+async fn shared_layers(
     image: &str,
-    file: ImageFile,
-    keep: bool,
-) -> Result<Transfer, BootstrapError> {
-    let remote_zstd = file.zstd;
+    receivers: &[&NodeSession],
+) -> Result<SharedLayers, BootstrapError> {
+    let out = tokio::process::Command::new("docker")
+        .args(["image", "inspect", "-f", "{{json .RootFS.Layers}}", image])
+        .output()
+        .await
+        .map_err(|e| BootstrapError::Other(format!("docker image inspect {image}: {e}")))?;
+    let Ok(want) = serde_json::from_slice::<Vec<String>>(&out.stdout) else {
+        return Ok(SharedLayers { count: 0, of: 0 });
+    };
+    let lists = try_join_all(receivers.iter().map(|s| async move {
+        let text = s
+            .ssh
+            .sudo(
+                "ids=$(docker image ls -q --no-trunc 2>/dev/null | sort -u); \
+                 [ -z \"$ids\" ] || docker image inspect -f '{{json .RootFS.Layers}}' $ids 2>/dev/null || true",
+            )
+            .await?;
+        Ok::<_, BootstrapError>(
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<Vec<String>>(l).ok())
+                .collect::<Vec<_>>(),
+        )
+    }))
+    .await?;
+    Ok(SharedLayers {
+        count: layers::present_prefix(&want, &lists),
+        of: want.len(),
+    })
+}
+
+/// The layer files (archive paths) of the image's bottom `count` layers, read from a first
+/// `docker save` pass (the manifest comes last in the archive).
+async fn layer_files(image: &str, count: usize) -> Result<HashSet<String>, BootstrapError> {
     let mut save = tokio::process::Command::new("docker")
         .args(["save", image])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .map_err(|e| BootstrapError::Other(format!("docker save {image}: {e}")))?;
     let saved = save
         .stdout
         .take()
         .ok_or_else(|| BootstrapError::Other("docker save gave no output".into()))?;
+    let read = layers::filter_tar(saved, None::<tokio::io::Sink>, &HashSet::new(), true)
+        .await
+        .map_err(|e| BootstrapError::Other(e.to_string()))?;
+    let _ = save.wait().await;
+    let manifest = read
+        .manifest
+        .ok_or_else(|| BootstrapError::Other(format!("docker save {image}: no manifest.json")))?;
+    let files =
+        layers::manifest_layers(&manifest).map_err(|e| BootstrapError::Other(e.to_string()))?;
+    Ok(files.into_iter().take(count).collect())
+}
+
+/// `docker save` here, over SSH to the master's `docker load`: zstd at a fast level when
+/// both ends have it (SSH is the slow part under emulation), else as it is; without the
+/// files of the bottom `skip_layers` layers (every receiver holds them).
+async fn send_image_to_master(
+    master: &NodeSession,
+    image: &str,
+    file: ImageFile,
+    skip_layers: usize,
+) -> Result<Transfer, BootstrapError> {
+    let fail =
+        |what: &str, e: &dyn std::fmt::Display| BootstrapError::Other(format!("{what}: {e}"));
+    let left_out = if skip_layers > 0 {
+        layer_files(image, skip_layers).await?
+    } else {
+        HashSet::new()
+    };
+    let mut save = tokio::process::Command::new("docker")
+        .args(["save", image])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| fail(&format!("docker save {image}"), &e))?;
+    let saved = save
+        .stdout
+        .take()
+        .ok_or_else(|| BootstrapError::Other("docker save gave no output".into()))?;
+    // The archive as it leaves this machine: the save itself (process to process), or the
+    // save without the dropped layers' files, filtered here as it streams.
+    let mut filter = None;
+    let mut unfiltered = None;
+    let (archive_stdio, archive_reader): (
+        Stdio,
+        Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>,
+    ) = if left_out.is_empty() {
+        if file.zstd {
+            (saved.try_into().map_err(|e| fail("docker save", &e))?, None)
+        } else {
+            unfiltered = Some(saved);
+            (Stdio::null(), None)
+        }
+    } else {
+        let (tx, rx) = tokio::io::duplex(1 << 20);
+        let left_out = left_out.clone();
+        filter = Some(tokio::spawn(async move {
+            layers::filter_tar(saved, Some(tx), &left_out, false).await
+        }));
+        (Stdio::piped(), Some(Box::new(rx)))
+    };
     let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let started = std::time::Instant::now();
     let mut compressor = None;
-    let stream: Box<dyn tokio::io::AsyncRead + Unpin + Send> = if remote_zstd {
-        let into: Stdio = saved
-            .try_into()
-            .map_err(|e| BootstrapError::Other(format!("docker save {image}: {e}")))?;
+    let mut feeder = None;
+    let stream: Box<dyn tokio::io::AsyncRead + Unpin + Send> = if file.zstd {
         let mut z = tokio::process::Command::new("zstd")
             .args(["-1", "-T0", "-q", "-c"])
-            .stdin(into)
+            .stdin(archive_stdio)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| BootstrapError::Other(format!("zstd: {e}")))?;
+            .map_err(|e| fail("zstd", &e))?;
+        if let (Some(mut reader), Some(mut stdin)) = (archive_reader, z.stdin.take()) {
+            feeder = Some(tokio::spawn(async move {
+                let copied = tokio::io::copy(&mut reader, &mut stdin).await;
+                drop(stdin); // the end of zstd's input
+                copied
+            }));
+        }
         let out = z
             .stdout
             .take()
             .ok_or_else(|| BootstrapError::Other("zstd gave no output".into()))?;
         compressor = Some(z);
         Box::new(out)
-    } else {
+    } else if let Some(reader) = archive_reader {
+        reader
+    } else if let Some(saved) = unfiltered {
         Box::new(saved)
+    } else {
+        return Err(BootstrapError::Other("docker save gave no output".into()));
     };
     let counted = Counting {
         inner: stream,
@@ -284,15 +455,28 @@ async fn send_image_to_master(
     };
     master
         .ssh
-        .pipe_into(&master_load_command(file, keep), counted)
+        .pipe_into(&master_receive_command(file), counted)
         .await?;
     let secs = started.elapsed().as_secs_f64();
     let status = save
         .wait()
         .await
-        .map_err(|e| BootstrapError::Other(format!("docker save {image}: {e}")))?;
+        .map_err(|e| fail(&format!("docker save {image}"), &e))?;
     if !status.success() {
         return Err(BootstrapError::Other(format!("docker save {image} failed")));
+    }
+    let mut dropped = None;
+    if let Some(task) = filter {
+        let f = task
+            .await
+            .map_err(|e| fail("the layer filter", &e))?
+            .map_err(|e| BootstrapError::Other(e.to_string()))?;
+        dropped = Some(f.dropped_bytes);
+    }
+    if let Some(task) = feeder {
+        task.await
+            .map_err(|e| fail("the layer filter", &e))?
+            .map_err(|e| fail("zstd's input", &e))?;
     }
     if let Some(mut z) = compressor {
         let ok = z.wait().await.map(|s| s.success()).unwrap_or(false);
@@ -302,11 +486,18 @@ async fn send_image_to_master(
             ));
         }
     }
+    let how = if file.zstd {
+        "to the master over SSH (zstd -1)"
+    } else {
+        "to the master over SSH (uncompressed: zstd missing here or on a node)"
+    };
     Ok(Transfer {
-        what: if remote_zstd {
-            "to the master over SSH (zstd -1)".into()
-        } else {
-            "to the master over SSH (uncompressed: zstd missing here or on a node)".into()
+        what: match dropped {
+            Some(d) => format!(
+                "{how}, {:.1} MB of layers the nodes hold left out",
+                d as f64 / 1e6
+            ),
+            None => how.into(),
         },
         bytes: count.load(std::sync::atomic::Ordering::Relaxed),
         secs,
@@ -320,9 +511,10 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 }
 
 /// The master → workers leg over plain TCP inside the cluster: the master keeps what it
-/// received (or saves the image, compressed when `file.zstd`) and serves it once to each
-/// worker's address on its private address, port [`IMAGE_PORT`]; each worker streams it
-/// through zstd straight into `docker load`, with no copy on its disk. The byte count is checked
+/// received (or saves the image, compressed when `file.zstd`) and serves it once to each of
+/// its children in the tree on its private address, port [`IMAGE_PORT`]; each worker passes
+/// the bytes on to its own children and streams them through zstd straight into
+/// `docker load`, with no copy on its disk. The byte count is checked
 /// on arrival, the content by zstd's frame checksum and docker's layer digests (a damaged layer
 /// fails `docker load` with "invalid diffID"), so no separate sha256 pass, which costs minutes
 /// in an emulated guest. Returns a line per transfer.
@@ -332,6 +524,7 @@ async fn fan_out_image(
     image: &str,
     file: ImageFile,
     received: bool,
+    degree: usize,
 ) -> Result<Vec<String>, BootstrapError> {
     let quoted_image = ssh::shell_quote(image);
     let master_ip = master.host.address().to_string();
@@ -365,9 +558,12 @@ async fn fan_out_image(
             prepared.trim()
         )));
     };
-    let addresses: Vec<String> = workers
-        .iter()
-        .map(|w| ssh::shell_quote(&w.host.address().to_string()))
+    // The fan-out tree: the master serves its children, every worker relays to its own.
+    let places = fanout::tree(workers.len(), degree);
+    let address = |i: usize| workers[i].host.address().to_string();
+    let addresses: Vec<String> = fanout::master_children(workers.len(), degree)
+        .into_iter()
+        .map(|i| ssh::shell_quote(&address(i)))
         .collect();
     // One server at a time: a previous one (an interrupted `up`) is stopped first.
     let log = "/var/tmp/hvd-cluster-image-serve.log";
@@ -384,9 +580,13 @@ async fn fan_out_image(
             addrs = addresses.join(" "),
         ))
         .await?;
-    let fetched = try_join_all(workers.iter().map(|w| {
-        let master_ip = &master_ip;
+    let fetched = try_join_all(workers.iter().zip(&places).map(|(w, place)| {
         let quoted_image = &quoted_image;
+        let parent = place.parent.map_or_else(|| master_ip.clone(), address);
+        let relay = Relay {
+            bind: w.host.address().to_string(),
+            children: place.children.iter().map(|&c| address(c)).collect(),
+        };
         async move {
             w.ssh
                 .write_file(
@@ -397,7 +597,7 @@ async fn fan_out_image(
                 .await?;
             let out = w
                 .ssh
-                .sudo(&worker_fetch_command(master_ip, bytes, file, quoted_image))
+                .sudo(&worker_fetch_command(&parent, &relay, bytes, file, quoted_image))
                 .await
                 .map_err(|e| BootstrapError::Step {
                     node: w.node.name.clone(),
@@ -410,9 +610,17 @@ async fn fan_out_image(
             let secs = field(&out, "secs")
                 .and_then(|s| s.parse::<f64>().ok())
                 .unwrap_or(0.0);
+            let from = place
+                .parent
+                .map_or("master", |p| workers[p].node.name.as_str());
+            let relayed = if relay.children.is_empty() {
+                String::new()
+            } else {
+                format!(", relayed to {} more", relay.children.len())
+            };
             let t = Transfer {
                 what: format!(
-                    "master -> {} over plain TCP :{IMAGE_PORT}{}, streamed into docker load",
+                    "{from} -> {} over plain TCP :{IMAGE_PORT}{}, streamed into docker load{relayed}",
                     w.node.name,
                     if file.zstd { " (zstd)" } else { "" }
                 ),
@@ -433,20 +641,37 @@ async fn fan_out_image(
     fetched
 }
 
-/// What a worker runs (under sudo) to take the image from the master: fetch | decompress |
-/// docker load, every stage's failure failing the whole (pipefail); prints `bytes= secs=`.
+/// A worker's part in the fan-out tree: the address it listens on for its children, and theirs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Relay {
+    pub bind: String,
+    pub children: Vec<String>,
+}
+
+/// What a worker runs (under sudo) to take the image from its parent (the master or another
+/// worker), passing it on to its children as it arrives: fetch | decompress | docker load,
+/// every stage's failure failing the whole (pipefail); prints `bytes= secs= children=`.
 pub fn worker_fetch_command(
-    master_ip: &str,
+    parent: &str,
+    relay: &Relay,
     bytes: u64,
     file: ImageFile,
     quoted_image: &str,
 ) -> String {
     let report = "/run/hvd-cluster-image-fetch.report";
+    let relay_args = if relay.children.is_empty() {
+        String::new()
+    } else {
+        std::iter::once(&relay.bind)
+            .chain(&relay.children)
+            .map(|a| format!(" {}", ssh::shell_quote(a)))
+            .collect()
+    };
     format!(
         "set -e -o pipefail\nrm -f {report}\n\
-         python3 {NODE_DIR}/image_fetch.py {ip} {IMAGE_PORT} {bytes} {report} | {decompress} | docker load -q >/dev/null\n\
+         python3 {NODE_DIR}/image_fetch.py {ip} {IMAGE_PORT} {bytes} {report}{relay_args} | {decompress} | docker load -q >/dev/null\n\
          docker image inspect {quoted_image} >/dev/null\ncat {report}\n",
-        ip = ssh::shell_quote(master_ip),
+        ip = ssh::shell_quote(parent),
         decompress = file.decompress(),
     )
 }
@@ -456,21 +681,18 @@ mod image_tests {
     use super::*;
 
     #[test]
-    fn the_master_keeps_the_stream_as_it_came_or_loads_it() {
+    fn the_master_keeps_the_stream_as_it_came() {
         let zstd = ImageFile { zstd: true };
         let plain = ImageFile { zstd: false };
         assert_eq!(
-            master_load_command(zstd, true),
+            master_receive_command(zstd),
             "sudo -n bash -c 'set -e -o pipefail; cat > /var/tmp/hvd-cluster-image.tar.zst'"
         );
         assert_eq!(
-            master_load_command(zstd, false),
-            "sudo -n bash -c 'set -e -o pipefail; zstd -d -q -c | docker load -q >/dev/null'"
+            master_receive_command(plain),
+            "sudo -n bash -c 'set -e -o pipefail; cat > /var/tmp/hvd-cluster-image.tar'"
         );
-        assert_eq!(
-            master_load_command(plain, false),
-            "sudo -n bash -c 'set -e -o pipefail; cat | docker load -q >/dev/null'"
-        );
+        assert_eq!(zstd.decompress(), "zstd -d -q -c");
         assert_eq!(plain.path(), "/var/tmp/hvd-cluster-image.tar");
         let t = Transfer {
             what: "x".into(),
@@ -478,20 +700,41 @@ mod image_tests {
             secs: 1.0,
         };
         assert_eq!(t.describe(), "image x: 160.0 MB in 1.0s, 160.0 MB/s");
+        let small = Transfer {
+            what: "x".into(),
+            bytes: 20_480,
+            secs: 0.5,
+        };
+        assert_eq!(small.describe(), "image x: 20.5 kB in 0.5s, 0.0 MB/s");
         assert_eq!(field("report bytes=12 secs=0.5", "bytes"), Some("12"));
         assert_eq!(field("sha256=abc bytes=1", "sha"), None);
     }
 
     #[test]
     fn a_worker_streams_the_image_into_docker_load_and_fails_with_any_stage() {
-        let c = worker_fetch_command("10.0.0.5", 42, ImageFile { zstd: true }, "'img:1'");
+        let leaf = Relay {
+            bind: "10.0.0.7".into(),
+            children: vec![],
+        };
+        let c = worker_fetch_command("10.0.0.5", &leaf, 42, ImageFile { zstd: true }, "'img:1'");
         assert!(c.starts_with("set -e -o pipefail\n"), "{c}");
         assert!(
             c.contains("image_fetch.py '10.0.0.5' 12346 42 /run/hvd-cluster-image-fetch.report | zstd -d -q -c | docker load -q"),
             "{c}"
         );
         assert!(c.contains("docker image inspect 'img:1'"), "{c}");
-        let plain = worker_fetch_command("10.0.0.5", 42, ImageFile { zstd: false }, "'img:1'");
+        let plain =
+            worker_fetch_command("10.0.0.5", &leaf, 42, ImageFile { zstd: false }, "'img:1'");
         assert!(plain.contains("| cat | docker load"), "{plain}");
+        // a relay listens on its own address and names its children, each quoted
+        let relay = Relay {
+            bind: "10.0.0.7".into(),
+            children: vec!["10.0.0.8".into(), "10.0.0.9".into()],
+        };
+        let r = worker_fetch_command("10.0.0.6", &relay, 42, ImageFile { zstd: true }, "'img:1'");
+        assert!(
+            r.contains("image_fetch.py '10.0.0.6' 12346 42 /run/hvd-cluster-image-fetch.report '10.0.0.7' '10.0.0.8' '10.0.0.9' | zstd -d"),
+            "{r}"
+        );
     }
 }

@@ -5,7 +5,9 @@
 //! has GPUs), /shared, the Horovod image, the cluster's keys and files, the Horovod container,
 //! then every container's sshd. A second run applies nothing.
 
+pub mod fanout;
 pub mod image;
+pub mod layers;
 pub mod session;
 pub mod steps;
 
@@ -21,7 +23,8 @@ use crate::state::{ClusterDir, StateError};
 use crate::wait::{wait_until, Probe, WaitError};
 
 pub use image::{
-    local_image_id, master_load_command, worker_fetch_command, ImageFile, Transfer, IMAGE_PORT,
+    local_image_id, master_receive_command, worker_fetch_command, ImageFile, Relay, Transfer,
+    IMAGE_PORT,
 };
 pub use session::{connect_all, NodeSession};
 pub use steps::{shared_values, storage_name, SharedInputs};
@@ -57,6 +60,8 @@ pub struct Inputs<'a> {
     pub clients_cidr: String,
     /// `storage.kind = "manila"`: the share's NFS export location (`host:/path`).
     pub share_export: Option<String>,
+    /// Children per node in the image's fan-out tree ([`fanout`]).
+    pub fanout: usize,
 }
 
 /// The Horovod hosts: every node, master first, with its slots.
@@ -72,11 +77,33 @@ pub async fn bootstrap(
     progress: &Progress,
 ) -> Result<usize, BootstrapError> {
     let facts = Facts::gather(inputs, sessions).await?;
-    let p = inputs.profile;
     let bars: Vec<indicatif::ProgressBar> = sessions
         .iter()
         .map(|s| progress.spinner(&s.node.name))
         .collect();
+    // The image's first leg (this machine -> the master's disk) needs no Docker: it travels
+    // while the nodes install it, and the image step picks it up.
+    let (uploaded_tx, uploaded_rx) = tokio::sync::oneshot::channel();
+    let upload = async move {
+        let uploaded = image::upload_early(inputs, sessions, progress).await?;
+        let _ = uploaded_tx.send(uploaded);
+        Ok::<(), BootstrapError>(())
+    };
+    let steps = run_steps(&facts, sessions, &bars, progress, uploaded_rx);
+    let ((), changed) = futures::future::try_join(upload, steps).await?;
+    Ok(changed)
+}
+
+/// Every step of [`STEPS`] in order; the image step waits for the early upload's result.
+async fn run_steps(
+    facts: &Facts<'_>,
+    sessions: &[NodeSession],
+    bars: &[indicatif::ProgressBar],
+    progress: &Progress,
+    uploaded: tokio::sync::oneshot::Receiver<Option<image::Uploaded>>,
+) -> Result<usize, BootstrapError> {
+    let p = facts.inputs.profile;
+    let mut uploaded = Some(uploaded);
     // A node's line goes once its last per-node step is done.
     let last_on_nodes = STEPS
         .iter()
@@ -92,8 +119,7 @@ pub async fn bootstrap(
                     .map_or(STEPS.len(), |n| at + n);
                 let chain = &STEPS[at..end];
                 let finish = last_on_nodes.is_some_and(|last| last < end);
-                let facts = &facts;
-                let results = try_join_all(sessions.iter().zip(&bars).map(|(s, bar)| async move {
+                let results = try_join_all(sessions.iter().zip(bars).map(|(s, bar)| async move {
                     let mut n = 0;
                     for step in chain.iter().filter(|step| (step.when)(p, &s.node)) {
                         n += run_on(facts, step, s, bar, progress).await? as usize;
@@ -113,17 +139,17 @@ pub async fn bootstrap(
                 if !together(p) {
                     if (step.when)(p, &facts.master.node) {
                         changed +=
-                            run_on(&facts, step, facts.master, &bars[0], progress).await? as usize;
+                            run_on(facts, step, facts.master, &bars[0], progress).await? as usize;
                     }
                     first = 1;
                 }
                 let results = try_join_all(
                     sessions
                         .iter()
-                        .zip(&bars)
+                        .zip(bars)
                         .skip(first)
                         .filter(|(s, _)| (step.when)(p, &s.node))
-                        .map(|(s, bar)| run_on(&facts, step, s, bar, progress)),
+                        .map(|(s, bar)| run_on(facts, step, s, bar, progress)),
                 )
                 .await?;
                 changed += results.into_iter().filter(|c| *c).count();
@@ -132,7 +158,8 @@ pub async fn bootstrap(
             Runs::Cluster => {
                 let step = &STEPS[at];
                 if (step.when)(p, &facts.master.node) {
-                    changed += run_once(&facts, step, sessions, &bars, progress).await?;
+                    changed +=
+                        run_once(facts, step, sessions, bars, progress, &mut uploaded).await?;
                 }
                 at += 1;
             }
@@ -198,9 +225,16 @@ async fn run_once(
     sessions: &[NodeSession],
     bars: &[indicatif::ProgressBar],
     progress: &Progress,
+    uploaded: &mut Option<tokio::sync::oneshot::Receiver<Option<image::Uploaded>>>,
 ) -> Result<usize, BootstrapError> {
     match step.does {
-        Does::Image => image::ensure_image(facts.inputs, sessions, bars, progress).await,
+        Does::Image => {
+            let early = match uploaded.take() {
+                Some(rx) => rx.await.ok().flatten(),
+                None => None,
+            };
+            image::ensure_image(facts.inputs, sessions, bars, progress, early).await
+        }
         Does::CollectiveSsh => {
             let port = facts.inputs.profile.container.ssh_port;
             wait_collective_ssh(sessions, port, Duration::from_secs(90)).await?;

@@ -78,6 +78,7 @@ impl Error {
         match self {
             Error::Profile(_)
             | Error::Usage(_)
+            | Error::Images(ImageError::Mirror(_))
             | Error::Provider(ProviderError::Resolve { .. }) => 2,
             Error::Quota(_) | Error::Provider(ProviderError::Quota(_)) => 3,
             Error::Apply(ApplyError::Step {
@@ -101,6 +102,8 @@ pub struct Context {
     pub drain_grace: Duration,
     /// `heal`: servers the cloud calls healthy are also probed over SSH (container, sshd).
     pub probe_workers: bool,
+    /// Children per node in the image's fan-out tree.
+    pub fanout: usize,
 }
 
 impl Context {
@@ -112,6 +115,7 @@ impl Context {
             parallel: parallel.max(1),
             drain_grace: Duration::from_secs(20),
             probe_workers: false,
+            fanout: crate::bootstrap::fanout::DEGREE,
         }
     }
 

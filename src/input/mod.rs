@@ -297,6 +297,53 @@ pub fn check_cloud_name(value: &str) -> Result<(), Refused> {
     Ok(())
 }
 
+/// A Debian mirror for the image builds (`HVD_CLUSTER_APT_MIRROR`): a plain `http(s)://host[:port]/path`
+/// with only unreserved characters, since it is written into apt sources and a `sed` replacement.
+pub fn check_apt_mirror(value: &str) -> Result<(), Refused> {
+    let refused = |why: &str| {
+        Err(Refused(format!(
+            "`{}` is not a Debian mirror URL: {why}",
+            shown(value)
+        )))
+    };
+    let Some(rest) = value
+        .strip_prefix("http://")
+        .or_else(|| value.strip_prefix("https://"))
+    else {
+        return refused("it must start with http:// or https://");
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let (host, port) = match authority.split_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    };
+    if host.is_empty()
+        || host.len() > 253
+        || !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+        || host.starts_with(['-', '.'])
+    {
+        return refused("the host may hold only letters, digits, `.` and `-`");
+    }
+    if let Some(port) = port {
+        if port.parse::<u16>().map_or(true, |p| p == 0) {
+            return refused("the port must be a number from 1 to 65535");
+        }
+    }
+    if value.len() > 200
+        || !path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '~' | '-'))
+        || path.split('/').any(|seg| seg == "..")
+    {
+        return refused(
+            "the path may hold only letters, digits and `/._~-`, at most 200 characters in all",
+        );
+    }
+    Ok(())
+}
+
 /// A container image reference, by Docker's reference grammar:
 /// `[host[:port]/]path[:tag][@algorithm:hex]`, path components lowercase alphanumerics
 /// joined by `.`, `_`, `__` or dashes, the name at most 255 characters, the tag

@@ -226,3 +226,35 @@ fn subnet_rules() {
     assert_eq!(subnet_server_capacity(30), 0);
     assert_eq!(subnet_server_capacity(32), 0);
 }
+
+#[test]
+fn apt_mirrors_are_plain_http_urls() {
+    for ok in [
+        "http://deb.debian.org/debian",
+        "https://mirror.example.org:8443/debian/",
+        "http://10.0.0.1/debian~local_1",
+        "http://apt-cache",
+    ] {
+        assert!(check_apt_mirror(ok).is_ok(), "{ok}");
+    }
+    for bad in [
+        "",
+        "deb.debian.org/debian",
+        "ftp://deb.debian.org/debian",
+        "http://",
+        "http://-x/debian",
+        "http://host:0/debian",
+        "http://host:99999/",
+        "http://host/debian|rm -rf /",
+        "http://host/deb ian",
+        "http://host/$(id)",
+        "http://host/a&b",
+        "http://host/../../etc",
+        "http://user@host/debian",
+        "http://host/debian\nURIs: http://evil",
+    ] {
+        let e = check_apt_mirror(bad).expect_err(bad);
+        assert!(e.0.contains("not a Debian mirror URL"), "{}", e.0);
+        assert!(!e.0.contains('\n'), "shown escaped: {}", e.0);
+    }
+}

@@ -1,17 +1,55 @@
 #!/usr/bin/env python3
-"""Fetches the image file from the master's one-shot server (image_serve.py) and writes it to
-standard output (the worker pipes it through zstd into `docker load`: no copy on disk). Fails
-unless exactly BYTES arrived; the content itself is checked downstream (zstd's frame checksum,
-docker's layer digests). Writes `bytes=N secs=S` to REPORT. Written by hvd-cluster.
-usage: image_fetch.py ADDRESS PORT BYTES REPORT"""
+"""Fetches the image file from its parent in the fan-out tree (the master's image_serve.py, or
+another worker running this script) and writes it to standard output (the worker pipes it
+through zstd into `docker load`: no copy on disk). With BIND and CHILD addresses it is also a
+relay: it listens on BIND:PORT first, waits up to a minute for those children to connect, then
+passes every chunk it reads on to them as it arrives, so the image crosses each link once and
+the whole tree fills in about the time of one transfer (a child that fails is dropped; it fails
+its own byte count). Fails unless exactly BYTES arrived; the content itself is checked
+downstream (zstd's frame checksum, docker's layer digests). Writes `bytes=N secs=S children=C`
+to REPORT. Written by hvd-cluster.
+usage: image_fetch.py ADDRESS PORT BYTES REPORT [BIND CHILD...]"""
 import socket
 import sys
 import time
 
 
+def family(address):
+    return socket.AF_INET6 if ":" in address else socket.AF_INET
+
+
+def accept_children(bind, port, expected):
+    """Connections from the listed addresses, each at most once; others are refused."""
+    listener = socket.socket(family(bind), socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((bind, port))
+    listener.listen(16)
+    listener.settimeout(1.0)
+    waiting = set(expected)
+    children = []
+    deadline = time.monotonic() + 60
+    while waiting and time.monotonic() < deadline:
+        try:
+            conn, addr = listener.accept()
+        except socket.timeout:
+            continue
+        if addr[0] not in waiting:
+            print("refused %s" % addr[0], file=sys.stderr)
+            conn.close()
+            continue
+        waiting.discard(addr[0])
+        conn.settimeout(600)
+        children.append((addr[0], conn))
+    listener.close()
+    if waiting:
+        print("children that never connected: %s" % " ".join(sorted(waiting)), file=sys.stderr)
+    return children
+
+
 def main():
     host, port, size, report = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    deadline = time.monotonic() + 60
+    children = accept_children(sys.argv[5], port, sys.argv[6:]) if len(sys.argv) > 5 else []
+    deadline = time.monotonic() + 120
     while True:
         try:
             conn = socket.create_connection((host, port), timeout=10)
@@ -20,12 +58,12 @@ def main():
             if time.monotonic() > deadline:
                 print("cannot connect to %s:%d: %s" % (host, port, e), file=sys.stderr)
                 return 1
-            time.sleep(1)
+            time.sleep(0.5)
     # generous: the pipe's reader (docker load under emulation) may stall the stream a while
     conn.settimeout(600)
     got = 0
     started = time.monotonic()
-    buf = bytearray(4 << 20)
+    buf = bytearray(1 << 20)
     view = memoryview(buf)
     out = sys.stdout.buffer
     with conn:
@@ -33,15 +71,25 @@ def main():
             n = conn.recv_into(buf)
             if n == 0:
                 break
-            out.write(view[:n])
+            chunk = view[:n]
+            for child in list(children):
+                try:
+                    child[1].sendall(chunk)
+                except OSError as e:
+                    print("dropped child %s: %s" % (child[0], e), file=sys.stderr)
+                    child[1].close()
+                    children.remove(child)
+            out.write(chunk)
             got += n
     out.flush()
+    for _, c in children:
+        c.close()
     secs = max(time.monotonic() - started, 1e-6)
     if got != size:
         print("the image from %s was cut short: %d of %d bytes" % (host, got, size), file=sys.stderr)
         return 1
     with open(report, "w") as f:
-        f.write("bytes=%d secs=%.2f\n" % (got, secs))
+        f.write("bytes=%d secs=%.2f children=%d\n" % (got, secs, len(children)))
     return 0
 
 
