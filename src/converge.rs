@@ -55,9 +55,13 @@ pub async fn converge(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8
     let started = std::time::Instant::now();
     let p = profile::load(file)?;
     cluster::check_state_dir_for_ssh(ctx, &p.name).map_err(Error::Usage)?;
+    let targets = provider::images_to_build(&p, infra_only);
+    if !targets.is_empty() {
+        // bad input is refused before any file is written
+        images::mirror_from_env()?;
+    }
     let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
     let _lock = dir.lock()?;
-    let targets = provider::images_to_build(&p, infra_only);
     if !targets.is_empty() {
         ctx.progress
             .line("images: building what is missing (the first time takes minutes)");

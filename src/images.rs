@@ -104,6 +104,21 @@ pub enum ImageError {
 /// one this machine's apt sources name, else deb.debian.org; see `scripts/build-images`).
 pub const MIRROR_VAR: &str = "HVD_CLUSTER_APT_MIRROR";
 
+/// The mirror named by [`MIRROR_VAR`], checked by its grammar (bad input: exit 2).
+pub fn mirror_from_env() -> Result<Option<String>, ImageError> {
+    match std::env::var(MIRROR_VAR) {
+        Ok(m) if !m.is_empty() => {
+            crate::input::check_apt_mirror(&m).map_err(|e| ImageError::Mirror(e.0))?;
+            Ok(Some(m))
+        }
+        Ok(_) => Ok(None),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(ImageError::Mirror("the value is not valid UTF-8".into()))
+        }
+    }
+}
+
 /// Builds whatever of base, node and Horovod image is missing or out of date, showing the
 /// build's steps. `cache` holds the unpacked recipe.
 pub async fn ensure(cache: &Path, targets: &[&str], progress: &Progress) -> Result<(), ImageError> {
@@ -111,13 +126,7 @@ pub async fn ensure(cache: &Path, targets: &[&str], progress: &Progress) -> Resu
         let path = path.display().to_string();
         move |source| ImageError::Io { path, source }
     };
-    let mirror = match std::env::var(MIRROR_VAR) {
-        Ok(m) if !m.is_empty() => {
-            crate::input::check_apt_mirror(&m).map_err(|e| ImageError::Mirror(e.0))?;
-            Some(m)
-        }
-        _ => None,
-    };
+    let mirror = mirror_from_env()?;
     let root = cache.join("recipe");
     for (rel, text) in RECIPE {
         let path = root.join("templates/images").join(rel);

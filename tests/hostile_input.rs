@@ -510,3 +510,40 @@ fn the_base_profile_is_valid_so_each_case_fails_for_its_own_reason() {
     );
     sandbox.assert_untouched(&before, "validate BASE");
 }
+
+/// The Debian mirror for the image builds comes from the environment: checked by its own
+/// grammar before any file is written or anything is built (it would reach apt sources and a
+/// `sed` replacement in the build script).
+#[test]
+fn a_hostile_apt_mirror_is_refused_before_anything_happens() {
+    let sandbox = Sandbox::new();
+    let canary = sandbox.canary.display().to_string();
+    let profile = sandbox.profile(
+        0,
+        "name = \"demo\"\nprovider = \"local\"\n\n[master]\n\n[workers]\ncount = 1\n",
+    );
+    let profile = profile.to_str().unwrap();
+    let before = sandbox.snapshot();
+    for bad in [
+        format!("http://deb.debian.org/debian|touch {canary}"),
+        format!("http://x/$(touch {canary})"),
+        "http://x/debian\nURIs: http://evil/debian".to_string(),
+        "ftp://deb.debian.org/debian".to_string(),
+        "http://x/../../etc".to_string(),
+        format!("http://x/{}", "a".repeat(4096)),
+        "http://x/\u{1b}[31mred".to_string(),
+    ] {
+        let out = sandbox
+            .command(&sandbox.state, false)
+            .env("HVD_CLUSTER_APT_MIRROR", &bad)
+            .args(["up", profile])
+            .output()
+            .unwrap();
+        let case = format!(
+            "up with HVD_CLUSTER_APT_MIRROR={:?}",
+            &bad[..bad.len().min(40)]
+        );
+        assert_refused(&out, &case, "HVD_CLUSTER_APT_MIRROR");
+        sandbox.assert_untouched(&before, &case);
+    }
+}
