@@ -10,6 +10,7 @@ pub mod image;
 pub mod layers;
 pub mod session;
 pub mod steps;
+pub mod upload;
 
 use std::time::Duration;
 
@@ -22,13 +23,11 @@ use crate::ssh::{self, SshError};
 use crate::state::{ClusterDir, StateError};
 use crate::wait::{wait_until, Probe, WaitError};
 
-pub use image::{
-    local_image_id, master_receive_command, worker_fetch_command, ImageFile, Relay, Transfer,
-    IMAGE_PORT,
-};
+pub use image::{local_image_id, worker_fetch_command, ImageFile, Relay, Transfer, IMAGE_PORT};
 pub use session::{connect_all, NodeSession};
 pub use steps::{shared_values, storage_name, SharedInputs};
 use steps::{Does, Facts, Runs, Step, STEPS};
+pub use upload::master_receive_command;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
@@ -85,7 +84,7 @@ pub async fn bootstrap(
     // while the nodes install it, and the image step picks it up.
     let (uploaded_tx, uploaded_rx) = tokio::sync::oneshot::channel();
     let upload = async move {
-        let uploaded = image::upload_early(inputs, sessions, progress).await?;
+        let uploaded = upload::upload_early(inputs, sessions, progress).await?;
         let _ = uploaded_tx.send(uploaded);
         Ok::<(), BootstrapError>(())
     };
@@ -100,7 +99,7 @@ async fn run_steps(
     sessions: &[NodeSession],
     bars: &[indicatif::ProgressBar],
     progress: &Progress,
-    uploaded: tokio::sync::oneshot::Receiver<Option<image::Uploaded>>,
+    uploaded: tokio::sync::oneshot::Receiver<Option<upload::Uploaded>>,
 ) -> Result<usize, BootstrapError> {
     let p = facts.inputs.profile;
     let mut uploaded = Some(uploaded);
@@ -225,7 +224,7 @@ async fn run_once(
     sessions: &[NodeSession],
     bars: &[indicatif::ProgressBar],
     progress: &Progress,
-    uploaded: &mut Option<tokio::sync::oneshot::Receiver<Option<image::Uploaded>>>,
+    uploaded: &mut Option<tokio::sync::oneshot::Receiver<Option<upload::Uploaded>>>,
 ) -> Result<usize, BootstrapError> {
     match step.does {
         Does::Image => {
