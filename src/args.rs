@@ -118,6 +118,7 @@ pub enum Command {
         Warm-up steps are not timed. Ctrl-C stops the job on every node (exit 130)."
     )]
     Bench {
+        /// The cluster profile (TOML)
         file: PathBuf,
         /// Slot counts to run, comma-separated, each at most the cluster's slots
         /// [default: 1, 2, 4, ... and every slot]

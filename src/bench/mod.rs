@@ -3,6 +3,7 @@
 //! working out speed-up and efficiency ([`report`]), and the chart ([`svg`]). No I/O: the
 //! command itself (SSH, horovodrun, the chart's file) is `cmd/bench.rs`.
 
+pub mod output;
 pub mod plan;
 pub mod report;
 pub mod svg;

@@ -14,6 +14,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::output::emit;
 use super::{Context, Error};
+use crate::bench::output::JobOutput;
 use crate::bench::plan::{self, Launch, Step};
 use crate::bench::report::{self, Report};
 use crate::bench::{self, svg, Framework, Raw, Settings};
@@ -188,7 +189,7 @@ async fn run_step(
     let quoted: Vec<String> = argv.iter().map(|a| shell_quote(a)).collect();
     // The exit code travels in the output, so a failure still shows what horovodrun said.
     let script = format!(
-        "docker exec -w /shared hvd {} 2>&1; echo HVD_EXIT=$?",
+        "docker exec -w /shared hvd {} 2>&1; rc=$?; echo; echo HVD_EXIT=$rc",
         quoted.join(" ")
     );
     let mut child = master
@@ -206,7 +207,7 @@ async fn run_step(
         .take()
         .ok_or_else(|| Error::Runtime("no output stream from the master".into()))?;
     let mut lines = BufReader::new(stdout).lines();
-    let mut kept = Output::default();
+    let mut kept = JobOutput::default();
     let started = Instant::now();
     let mut heard = Instant::now();
     loop {
@@ -266,52 +267,6 @@ async fn run_step(
         )));
     }
     Ok(kept.text())
-}
-
-/// What a job printed: every marked line, and the last lines of the rest (a job's noise is
-/// not kept without bound).
-#[derive(Default)]
-struct Output {
-    marked: Vec<String>,
-    recent: std::collections::VecDeque<String>,
-    exit: Option<String>,
-}
-
-impl Output {
-    fn push(&mut self, line: String) {
-        if let Some(code) = line.strip_prefix("HVD_EXIT=") {
-            self.exit = Some(code.trim().to_string());
-            return;
-        }
-        let marked = ["HVD_BENCH_RANK", "HVD_BW"]
-            .iter()
-            .any(|m| line.contains(m));
-        if marked && self.marked.len() < 100_000 {
-            self.marked.push(line.clone());
-        }
-        if !line.trim().is_empty() {
-            self.recent.push_back(line);
-            if self.recent.len() > 200 {
-                self.recent.pop_front();
-            }
-        }
-    }
-    fn exited_zero(&self) -> bool {
-        self.exit.as_deref() == Some("0")
-    }
-    fn text(&self) -> String {
-        self.marked.join("\n")
-    }
-    fn tail(&self, n: usize) -> String {
-        let lines: Vec<String> = self
-            .recent
-            .iter()
-            .skip(self.recent.len().saturating_sub(n))
-            .map(|l| input::shown_message(l, 300))
-            .collect();
-        let exit = self.exit.as_deref().unwrap_or("none: the connection ended");
-        format!("{}\n(exit status {})", lines.join("\n"), input::shown(exit))
-    }
 }
 
 /// Stops this run's horovodrun and ranks in every node's container: every process whose
