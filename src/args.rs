@@ -135,7 +135,7 @@ pub enum Command {
         /// [default: auto]
         #[arg(long, value_name = "NAME")]
         framework: Option<String>,
-        /// Timed steps at each slot count, 1 to 10000 [default: 10]
+        /// Timed steps at each slot count, 1 to 10000 [default: 20]
         #[arg(long, value_name = "N")]
         steps: Option<String>,
         /// Untimed warm-up steps before them, 0 to 1000 [default: 2]

@@ -130,7 +130,7 @@ fn check_chart(c: &TestCluster, chart: &str) {
     );
 }
 
-/// Processes of a bench run still in a node's Horovod container.
+/// Processes of a bench run in a node's Horovod container (pgrep: none found is exit 1).
 fn bench_processes(node_container: &str) -> String {
     let out = Command::new("docker")
         .args([
@@ -145,7 +145,14 @@ fn bench_processes(node_container: &str) -> String {
         ])
         .output()
         .expect("docker");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let found = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        matches!(out.status.code(), Some(0) if !found.is_empty()) || out.status.code() == Some(1),
+        "pgrep in {node_container}: {:?} {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    found
 }
 
 #[test]
@@ -265,7 +272,12 @@ fn bench_reports_every_rank_at_every_slot_count() {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             eprintln!("[bench] {line}");
             seen.push(line.clone());
-            if line.contains("2 slot(s) on 2 host(s): step 2/") {
+            if line.contains("2 slot(s) on 2 host(s): step 1/") {
+                // The job runs on both nodes (which also shows that the check below sees it).
+                for node in ["master", "worker-1"] {
+                    let running = bench_processes(&format!("{}-{node}", c.name));
+                    assert!(running.contains("bench_tensorflow.py"), "{node}: {running}");
+                }
                 let pid = job.id().to_string();
                 assert!(Command::new("kill")
                     .args(["-INT", &pid])

@@ -1,7 +1,8 @@
-//! `bench`, the pure parts: the arguments by their own grammars ([`Settings`]), which hosts
-//! run how many ranks at each slot count ([`plan`]), reading the benchmark job's output and
-//! working out speed-up and efficiency ([`report`]), and the chart ([`svg`]). No I/O: the
-//! command itself (SSH, horovodrun, the chart's file) is `cmd/bench.rs`.
+//! `bench`, the pure parts: the arguments by their own grammars ([`Settings`]), the framework
+//! from what the image carries, which hosts run how many ranks at each slot count ([`plan`]),
+//! keeping a job's output as it streams ([`output`]), reading it and working out speed-up and
+//! efficiency ([`report`]), and the chart ([`svg`]). No I/O: the command itself (SSH,
+//! horovodrun, Ctrl-C, the chart's file) is `cmd/bench.rs`.
 
 pub mod output;
 pub mod plan;
@@ -145,7 +146,7 @@ impl Settings {
             model,
             batch_size: number("--batch-size", raw.batch_size, 32, 1, MAX_BATCH)?,
             framework,
-            steps: number("--steps", raw.steps, 10, 1, MAX_STEPS)?,
+            steps: number("--steps", raw.steps, 20, 1, MAX_STEPS)?,
             warmup: number("--warmup", raw.warmup, 2, 0, MAX_WARMUP)?,
         })
     }
@@ -280,7 +281,7 @@ mod tests {
         assert_eq!(s.slots, None);
         assert_eq!(s.model, "resnet8");
         assert_eq!(s.blocks(), 1);
-        assert_eq!((s.batch_size, s.steps, s.warmup), (32, 10, 2));
+        assert_eq!((s.batch_size, s.steps, s.warmup), (32, 20, 2));
         assert_eq!(s.framework, FrameworkChoice::Auto);
     }
 

@@ -28,6 +28,8 @@ use crate::state;
 
 /// A job that prints nothing for this long is stopped.
 pub const SILENCE: Duration = Duration::from_secs(600);
+/// Without a terminal, the most often a step is reported as a line.
+const LINE_EVERY: Duration = Duration::from_secs(5);
 /// Lines of a failed job's output shown in the error.
 const TAIL: usize = 15;
 
@@ -210,6 +212,7 @@ async fn run_step(
     let mut kept = JobOutput::default();
     let started = Instant::now();
     let mut heard = Instant::now();
+    let mut shown: Option<Instant> = None;
     loop {
         let silence = tokio::time::sleep_until((heard + SILENCE).into());
         tokio::select! {
@@ -224,8 +227,12 @@ async fn run_step(
                             p.steps,
                             started.elapsed().as_secs_f64()
                         );
-                        if !ctx.progress.is_terminal() {
+                        // Without a terminal, a line for the first and last step of a
+                        // phase and one every few seconds between.
+                        let due = shown.is_none_or(|t: Instant| t.elapsed() >= LINE_EVERY);
+                        if !ctx.progress.is_terminal() && (p.step <= 1 || p.step == p.steps || due) {
                             ctx.progress.line(format!("{what}: {msg}"));
+                            shown = Some(Instant::now());
                         }
                         spinner.set_message(msg);
                     }

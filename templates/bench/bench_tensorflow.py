@@ -24,7 +24,7 @@ def arguments():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", choices=sorted(MODELS), default="resnet8")
     p.add_argument("--batch-size", type=int, default=32, help="images per rank per step")
-    p.add_argument("--steps", type=int, default=10, help="timed steps")
+    p.add_argument("--steps", type=int, default=20, help="timed steps")
     p.add_argument("--warmup", type=int, default=2, help="steps before timing")
     p.add_argument("--sizes-mib", default="1,16", help="allreduce message sizes")
     p.add_argument("--run-id", default="", help="a word naming this run (to stop it)")
