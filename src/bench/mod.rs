@@ -57,6 +57,15 @@ impl Framework {
         }
     }
 
+    /// What the probe checks: the framework's own module, and Horovod's compiled extension
+    /// for it (`import horovod.torch` succeeds with a warning when it was built without).
+    pub fn needs(self) -> (&'static str, &'static str) {
+        match self {
+            Framework::Tensorflow => ("tensorflow", "horovod.tensorflow.mpi_lib"),
+            Framework::Pytorch => ("torch", "horovod.torch.mpi_lib_v2"),
+        }
+    }
+
     /// The job's text and its file name on the nodes.
     pub fn job(self) -> (&'static str, &'static str) {
         match self {
@@ -226,15 +235,26 @@ pub fn probe_modules(choice: FrameworkChoice) -> Vec<Framework> {
     }
 }
 
-/// A Python one-liner that imports each module and prints `HVD_FW <module> ok|missing`.
+/// A Python script that, for each framework, imports it and its Horovod module and looks for
+/// Horovod's extension for it, printing `HVD_FW <horovod module> ok|missing`.
 pub fn probe_script(frameworks: &[Framework]) -> String {
-    let modules: Vec<String> = frameworks
+    let checks: Vec<String> = frameworks
         .iter()
-        .map(|f| format!("'{}'", f.module()))
+        .map(|f| {
+            let (framework, extension) = f.needs();
+            format!("('{framework}', '{}', '{extension}')", f.module())
+        })
         .collect();
     format!(
-        "import importlib\nfor m in [{}]:\n    try:\n        importlib.import_module(m); print('HVD_FW', m, 'ok')\n    except Exception as e:\n        print('HVD_FW', m, 'missing', type(e).__name__)",
-        modules.join(", ")
+        "import importlib, importlib.util\n\
+         for fw, mod, ext in [{}]:\n\
+         \x20   try:\n\
+         \x20       importlib.import_module(fw); importlib.import_module(mod)\n\
+         \x20       ok = importlib.util.find_spec(ext) is not None\n\
+         \x20   except Exception:\n\
+         \x20       ok = False\n\
+         \x20   print('HVD_FW', mod, 'ok' if ok else 'missing', flush=True)\n",
+        checks.join(", ")
     )
 }
 
@@ -427,6 +447,11 @@ mod tests {
         // A line that merely contains the words is not a yes.
         assert!(choose_framework(torch, "x HVD_FW horovod.torch ok x").is_err());
         assert_eq!(probe_modules(torch), vec![Framework::Pytorch]);
-        assert!(probe_script(&Framework::ALL).contains("['horovod.tensorflow', 'horovod.torch']"));
+        let script = probe_script(&Framework::ALL);
+        assert!(
+            script.contains("[('tensorflow', 'horovod.tensorflow', 'horovod.tensorflow.mpi_lib'), ('torch', 'horovod.torch', 'horovod.torch.mpi_lib_v2')]"),
+            "{script}"
+        );
+        assert!(script.contains("\n    try:\n        importlib"), "{script}");
     }
 }

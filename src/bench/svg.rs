@@ -403,7 +403,10 @@ mod tests {
         assert!(doc.contains(r#"<g id="ideal">"#) && doc.contains("stroke-dasharray"));
         // Ideal at 12 slots: 15,600 images/s, so the axis goes to 20,000.
         assert!(doc.contains(">20000</text>"), "{doc}");
-        assert!(doc.contains(">125%</text>"), "efficiency 111.5% at 4 slots: {doc}");
+        assert!(
+            doc.contains(">125%</text>"),
+            "efficiency 111.5% at 4 slots: {doc}"
+        );
         assert!(doc.contains("<title>12 slot(s): 15300.0 images/s</title>"));
     }
 
