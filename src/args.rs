@@ -122,6 +122,41 @@ pub enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Scaling report: a synthetic ResNet training job with horovodrun at 1, 2, 4, ... slots
+    /// (master first, then workers), images/s, speed-up, scaling efficiency and allreduce bus
+    /// bandwidth; a table (or --json) and an SVG chart in the cluster's folder
+    #[command(
+        after_help = "Example: hvd-cluster bench profiles/local.toml --slots 1,2,3\n\n\
+        Warm-up steps are not timed. Ctrl-C stops the job on every node (exit 130)."
+    )]
+    Bench {
+        /// The cluster profile (TOML)
+        file: PathBuf,
+        /// Slot counts to run, comma-separated, each at most the cluster's slots
+        /// [default: 1, 2, 4, ... and every slot]
+        #[arg(long, value_name = "N,N,...")]
+        slots: Option<String>,
+        /// resnet8, resnet14 or resnet20 (CIFAR-style ResNets on 32x32 images)
+        /// [default: resnet8]
+        #[arg(long, value_name = "NAME")]
+        model: Option<String>,
+        /// Images per slot per step, 1 to 1024 [default: 32]
+        #[arg(long, value_name = "N")]
+        batch_size: Option<String>,
+        /// tensorflow, pytorch, or auto: TensorFlow when the image carries it, else PyTorch
+        /// [default: auto]
+        #[arg(long, value_name = "NAME")]
+        framework: Option<String>,
+        /// Timed steps at each slot count, 1 to 10000 [default: 20]
+        #[arg(long, value_name = "N")]
+        steps: Option<String>,
+        /// Untimed warm-up steps before them, 0 to 1000 [default: 2]
+        #[arg(long, value_name = "N")]
+        warmup: Option<String>,
+        /// Machine-readable output (the chart is still written)
+        #[arg(long)]
+        json: bool,
+    },
     /// Open SSH to a node (the master by default) through the cluster's ssh_config
     Ssh {
         file: PathBuf,

@@ -11,10 +11,11 @@
 //! over SSH through [`ssh`] (from [`bootstrap`], [`check`], [`cluster`] and [`converge`]);
 //! this machine's Docker also in [`images`] and `bootstrap::image`; files in [`state`] (the
 //! cluster's folder) and [`profile`] (reading the profile; `scale` writes it). Pure, no I/O:
-//! [`plan`], [`render`], [`input`], [`args`], [`wait`] apart from its sleep.
+//! [`plan`], [`bench`](mod@bench), [`render`], [`input`], [`args`], [`wait`] apart from its sleep.
 
 pub mod apply;
 pub mod args;
+pub mod bench;
 pub mod bootstrap;
 pub mod check;
 pub mod cluster;

@@ -23,6 +23,10 @@ fn main() -> ExitCode {
         }
     };
     let outcome = runtime.block_on(async {
+        // A command that stops its own work on the nodes hears Ctrl-C itself.
+        if cmd::handles_interrupt(&args.command) {
+            return cmd::dispatch(&mut ctx, args.command).await;
+        }
         tokio::select! {
             result = cmd::dispatch(&mut ctx, args.command) => result,
             _ = tokio::signal::ctrl_c() => Err(cmd::Error::Interrupted),

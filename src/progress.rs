@@ -74,4 +74,9 @@ impl Progress {
     pub fn is_quiet(&self) -> bool {
         self.quiet
     }
+
+    /// Whether bars are drawn (a terminal, not quiet); otherwise only lines are shown.
+    pub fn is_terminal(&self) -> bool {
+        self.tty
+    }
 }

@@ -4,6 +4,7 @@
 //! [`crate::cluster`] (an opened cluster: its nodes, ssh_config and sessions) and [`output`]
 //! (what is printed, for people and as JSON). The arguments are parsed in [`crate::args`].
 
+mod bench;
 mod check;
 mod down;
 mod heal;
@@ -63,6 +64,9 @@ pub enum Error {
         "interrupted; the state is saved: run `up` again to resume, or `down` to remove everything"
     )]
     Interrupted,
+    /// Interrupted, by a command that cleans up after itself (`bench`): exit 130.
+    #[error("{0}")]
+    Stopped(String),
 }
 
 fn list(items: &[Shortfall]) -> String {
@@ -85,7 +89,7 @@ impl Error {
                 source: ProviderError::Quota(_),
                 ..
             }) => 3,
-            Error::Interrupted => 130,
+            Error::Interrupted | Error::Stopped(_) => 130,
             _ => 1,
         }
     }
@@ -140,6 +144,12 @@ pub enum Target {
 /// `plan` exit code when changes are pending (like `terraform plan -detailed-exitcode`).
 pub const PLAN_HAS_CHANGES: u8 = 10;
 
+/// Whether the command handles Ctrl-C itself (stopping what it started on the nodes), so
+/// that `main` must not drop it at the first signal.
+pub fn handles_interrupt(command: &Command) -> bool {
+    matches!(command, Command::Bench { .. })
+}
+
 /// Runs one parsed command.
 pub async fn dispatch(ctx: &mut Context, command: Command) -> Result<u8, Error> {
     match command {
@@ -180,6 +190,26 @@ pub async fn dispatch(ctx: &mut Context, command: Command) -> Result<u8, Error> 
             )
             .await
         }
+        Command::Bench {
+            file,
+            slots,
+            model,
+            batch_size,
+            framework,
+            steps,
+            warmup,
+            json,
+        } => {
+            let raw = crate::bench::Raw {
+                slots: slots.as_deref(),
+                model: model.as_deref(),
+                batch_size: batch_size.as_deref(),
+                framework: framework.as_deref(),
+                steps: steps.as_deref(),
+                warmup: warmup.as_deref(),
+            };
+            bench::bench(ctx, &file, &raw, json).await
+        }
         Command::Ssh {
             file,
             node,
@@ -213,5 +243,9 @@ mod tests {
             1
         );
         assert_eq!(Error::Interrupted.exit_code(), 130);
+        assert_eq!(
+            Error::Stopped("interrupted at 2 slot(s)".into()).exit_code(),
+            130
+        );
     }
 }
