@@ -105,6 +105,40 @@ pub fn horovodrun_args(
     args
 }
 
+/// Seconds Gloo waits for the other ranks in the check's job.
+pub const GLOO_TIMEOUT_SECS: u32 = 300;
+
+/// What a failed job said that tells why: the lines naming a cause (a C++ exception's
+/// `what()`, an error, a timeout, an abort), wherever they are in the output (the ranks'
+/// lines come before horovodrun's own traceback), then the last lines; at most 25.
+pub fn failure_excerpt(out: &str) -> String {
+    let lines: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail_from = lines.len().saturating_sub(12);
+    let telling = |l: &&&str| {
+        let l = l.to_ascii_lowercase();
+        [
+            "terminate called",
+            "what()",
+            "error",
+            "timeout",
+            "timed out",
+            "abort",
+            "killed",
+            "exception",
+        ]
+        .iter()
+        .any(|k| l.contains(k))
+            && !l.contains("traceback")
+    };
+    let mut picked: Vec<&str> = lines[..tail_from].iter().filter(telling).copied().collect();
+    picked.truncate(13);
+    if picked.len() < tail_from && !picked.is_empty() {
+        picked.push("...");
+    }
+    picked.extend(&lines[tail_from..]);
+    picked.join("\n")
+}
+
 /// Parses the check job's output into the ranks' hosts and the bandwidth lines.
 pub fn parse_job_output(out: &str) -> (Vec<(u32, String, bool)>, Vec<Bandwidth>) {
     let field = |line: &str, key: &str| -> Option<String> {
@@ -247,8 +281,11 @@ pub async fn run(
     // 4. A real horovodrun over every slot: all ranks join, each on its own host.
     let args = horovodrun_args(p, sessions, None);
     // The exit code travels in the output so that a failure still shows what horovodrun said.
+    // Gloo's connect timeout (30 s by default) is shorter than the skew between ranks'
+    // start-up on a busy or emulated node (TensorFlow's import alone takes a minute there);
+    // horovodrun passes the variable on to every rank.
     let command = format!(
-        "docker exec hvd {} python {NODE_DIR}/check.py 2>&1; echo HVD_EXIT=$?",
+        "docker exec -e HOROVOD_GLOO_TIMEOUT_SECONDS={GLOO_TIMEOUT_SECS} hvd {} python {NODE_DIR}/check.py 2>&1; echo HVD_EXIT=$?",
         args.iter()
             .map(|a| shell_quote(a))
             .collect::<Vec<_>>()
@@ -261,14 +298,9 @@ pub async fn run(
         .map_err(|e| failed("horovodrun", e.to_string()))?;
     let (ranks, bandwidth) = parse_job_output(&out);
     if !out.contains("HVD_EXIT=0") {
-        let tail: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
         return Err(failed(
             "horovodrun",
-            format!(
-                "`{}` failed:\n{}",
-                args.join(" "),
-                tail[tail.len().saturating_sub(15)..].join("\n")
-            ),
+            format!("`{}` failed:\n{}", args.join(" "), failure_excerpt(&out)),
         ));
     }
     let expected: u32 = host_slots(sessions).iter().map(|h| h.slots()).sum();
@@ -420,6 +452,29 @@ mod tests {
         assert!(kernel_mount_problem("mode=\n", manila, "10.0.0.2").is_err());
     }
     use super::*;
+
+    #[test]
+    fn a_failed_job_shows_why_not_only_horovodrun_traceback() {
+        let mut out = String::from("[1]<stderr>:2026 importing tensorflow\n");
+        out.push_str(
+            "[0]<stderr>:terminate called after throwing an instance of 'gloo::IoException'\n",
+        );
+        out.push_str(
+            "[0]<stderr>:  what():  [gloo/transport/tcp/pair.cc:446] Timed out waiting for peer\n",
+        );
+        for i in 0..30 {
+            out.push_str(&format!("  File \"launch.py\", line {i}, in run\n"));
+        }
+        out.push_str("Process 0 exit with status code 134.\nHVD_EXIT=1\n");
+        let e = failure_excerpt(&out);
+        assert!(e.contains("gloo::IoException"), "{e}");
+        assert!(e.contains("Timed out waiting for peer"), "{e}");
+        assert!(!e.contains("importing tensorflow"), "{e}");
+        assert!(e.ends_with("HVD_EXIT=1"), "{e}");
+        assert!(e.lines().count() <= 26, "{e}");
+        // a short output is shown whole
+        assert_eq!(failure_excerpt("a\n\nb\n"), "a\nb");
+    }
 
     #[test]
     fn parses_ranks_and_bandwidth_from_horovodrun_output() {

@@ -39,10 +39,29 @@ fn local_cluster_up_check_train_again_down() {
     let c = TestCluster::new("local.toml", "t-local", |p| p);
     let (name, profile) = (c.name.as_str(), c.profile.as_str());
 
-    let up = c.hvd(&["up", profile]);
+    // `--fanout 1`: the image goes down a chain, master -> worker-1 -> worker-2, so a worker
+    // relays it to another while it loads it (with 2 workers the default tree is a star).
+    let up = c.hvd(&["up", profile, "--fanout", "1"]);
     let stdout = String::from_utf8_lossy(&up.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&up.stderr).to_string();
     let result = std::panic::catch_unwind(|| {
         assert!(up.status.success(), "up succeeds");
+        assert!(
+            stderr.contains("image to the master over SSH (zstd -1)"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "image master -> {name}-worker-1 over plain TCP :12346 (zstd), streamed into docker load, relayed to 1 more"
+            )),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "image {name}-worker-1 -> {name}-worker-2 over plain TCP :12346 (zstd)"
+            )),
+            "{stderr}"
+        );
         assert!(stdout.contains("check: 3 container(s) running"), "{stdout}");
         assert!(
             stdout.contains(&format!("/shared read on {name}-worker-1")),
@@ -129,6 +148,69 @@ fn local_cluster_up_check_train_again_down() {
         assert!(check.status.success());
         let report: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
         assert_eq!(report["ranks"], 3);
+
+        // A new build of the image that changes only its top layer: only that layer travels
+        // (the nodes hold the others), and the cluster runs on the new image.
+        let text = std::fs::read_to_string(profile).unwrap();
+        let image = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("image = \""))
+            .and_then(|rest| rest.split('"').next())
+            .expect("the profile names its image")
+            .to_string();
+        let derived = format!("hvd-cluster/horovod:{name}-derived");
+        let ctx = tempfile::tempdir().unwrap();
+        std::fs::write(
+            ctx.path().join("Dockerfile"),
+            format!("FROM {image}\nRUN echo {name} > /opt/hvd/derived.txt\n"),
+        )
+        .unwrap();
+        let built = Command::new("docker")
+            .args(["build", "-q", "-t", &derived])
+            .arg(ctx.path())
+            .env("DOCKER_BUILDKIT", "0")
+            .output()
+            .expect("docker build");
+        assert!(built.status.success(), "{built:?}");
+        std::fs::write(
+            profile,
+            text.replace(
+                &format!("image = \"{image}\""),
+                &format!("image = \"{derived}\""),
+            )
+            .replace("source = \"build\"", "source = \"transfer\""),
+        )
+        .unwrap();
+        let changed = c.hvd(&["up", profile]);
+        let _ = Command::new("docker").args(["rmi", &derived]).output();
+        assert!(changed.status.success());
+        let err = String::from_utf8_lossy(&changed.stderr);
+        let layers = err
+            .lines()
+            .find(|l| l.contains("layer(s) already on every node that lacks the image"))
+            .unwrap_or_else(|| panic!("no layer line in {err}"));
+        let (held, all) = layers
+            .split(": ")
+            .nth(1)
+            .and_then(|r| r.split_once(" of "))
+            .map(|(h, rest)| {
+                (
+                    h.trim().parse::<u32>().unwrap(),
+                    rest.split(' ').next().unwrap().parse::<u32>().unwrap(),
+                )
+            })
+            .unwrap();
+        assert_eq!(held + 1, all, "{layers}");
+        let sent = err
+            .lines()
+            .find(|l| l.contains("to the master over SSH"))
+            .unwrap_or_else(|| panic!("no transfer line in {err}"));
+        assert!(
+            sent.contains(" kB in "),
+            "only the top layer travels: {sent}"
+        );
+        let out = String::from_utf8_lossy(&changed.stdout);
+        assert!(out.contains("3 rank(s) joined"), "{out}");
     });
 
     let down = c.hvd(&["down", profile]);
