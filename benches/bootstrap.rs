@@ -123,12 +123,13 @@ fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut hops = Vec::new();
     let mut image_bytes = 0u64;
+    let mut one_node = None;
     for &degree in &fanouts {
         let mut seconds = Vec::new();
         for &n in &nodes {
             // one node has no worker: the tree changes nothing, measured once
             if n == 1 && degree != fanouts[0] {
-                if let Some(&(_, s)) = seconds.first() {
+                if let Some(s) = one_node {
                     seconds.push((1, s));
                 }
                 continue;
@@ -154,6 +155,9 @@ fn main() {
             image_bytes = image_bytes.max(first.bytes_over_link);
             hops.extend(first.hops);
             seconds.push((n, first.bootstrap_secs));
+            if n == 1 {
+                one_node = Some(first.bootstrap_secs);
+            }
         }
         let one = seconds.iter().find(|(n, _)| *n == 1).map(|(_, s)| *s);
         let ratios: Vec<String> = seconds
