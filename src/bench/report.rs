@@ -330,7 +330,7 @@ impl Report {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::bench::plan::plan;
     use crate::bench::Raw;
@@ -467,7 +467,8 @@ mod tests {
         assert_eq!(progress_line("HVD_BENCH_RANK rank=0"), None);
     }
 
-    fn row(slots: u32, ips: f64) -> Row {
+    /// A row with only slots and images/s set (also for the chart's tests).
+    pub(crate) fn row(slots: u32, ips: f64) -> Row {
         Row {
             slots,
             hosts: vec![],

@@ -285,6 +285,7 @@ pub fn render(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::report::tests::row;
     use crate::bench::report::Row;
     use crate::bench::{Framework, Raw, Settings};
 
@@ -368,19 +369,6 @@ mod tests {
                 return Err("< in an attribute".into());
             }
             attrs = &attrs[value_end + 1..];
-        }
-    }
-
-    fn row(slots: u32, ips: f64) -> Row {
-        Row {
-            slots,
-            hosts: vec![],
-            images_per_sec: ips,
-            images_per_sec_per_slot: ips / f64::from(slots),
-            speedup: 0.0,
-            efficiency: 0.0,
-            ranks: vec![],
-            allreduce: vec![],
         }
     }
 
