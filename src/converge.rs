@@ -65,7 +65,13 @@ pub async fn converge(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8
     if !targets.is_empty() {
         ctx.progress
             .line("images: building what is missing (the first time takes minutes)");
-        images::ensure(&ctx.state_root.join(".images"), targets, &ctx.progress).await?;
+        images::ensure(
+            &ctx.state_root.join(".images"),
+            targets,
+            &p.container.image,
+            &ctx.progress,
+        )
+        .await?;
     }
     let mut provider = connect(ctx, &p).await?;
     let (plan, shortfalls) = prepare(ctx, &p, &dir, provider.as_ref()).await?;

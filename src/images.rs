@@ -15,6 +15,21 @@ use crate::progress::Progress;
 pub const BASE_IMAGE: &str = "hvd-cluster/debian:bookworm";
 pub const NODE_IMAGE: &str = crate::provider::local::NODE_IMAGE;
 pub const HOROVOD_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-hvd0.28.1";
+/// The same with Debian's Open MPI, horovod built for Gloo and MPI.
+pub const HOROVOD_MPI_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-hvd0.28.1-mpi";
+/// TensorFlow and Debian's PyTorch 1.13.1 (CPU), Gloo and Open MPI: one image for
+/// `horovodrun --gloo` and `--mpi`, either framework (profiles/local-pytorch.toml).
+pub const HOROVOD_TORCH_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-pt1.13.1-hvd0.28.1-mpi";
+
+/// The environment under which `scripts/build-images` builds `image`, for the tags it knows;
+/// any other name builds the default image (as before variants existed).
+pub fn build_env(image: &str) -> &'static [(&'static str, &'static str)] {
+    match image {
+        HOROVOD_MPI_IMAGE => &[("HOROVOD_WITH_MPI", "1")],
+        HOROVOD_TORCH_IMAGE => &[("HOROVOD_WITH_MPI", "1"), ("HVD_WITH_TORCH", "1")],
+        _ => &[],
+    }
+}
 
 const BUILD_SCRIPT: &str = include_str!("../scripts/build-images");
 
@@ -120,8 +135,14 @@ pub fn mirror_from_env() -> Result<Option<String>, ImageError> {
 }
 
 /// Builds whatever of base, node and Horovod image is missing or out of date, showing the
-/// build's steps. `cache` holds the unpacked recipe.
-pub async fn ensure(cache: &Path, targets: &[&str], progress: &Progress) -> Result<(), ImageError> {
+/// build's steps. `cache` holds the unpacked recipe; `image` is the profile's Horovod image
+/// (its variant is built, see [`build_env`]).
+pub async fn ensure(
+    cache: &Path,
+    targets: &[&str],
+    image: &str,
+    progress: &Progress,
+) -> Result<(), ImageError> {
     let io = |path: &Path| {
         let path = path.display().to_string();
         move |source| ImageError::Io { path, source }
@@ -154,7 +175,8 @@ pub async fn ensure(cache: &Path, targets: &[&str], progress: &Progress) -> Resu
         .env("LOG_DIR", cache.join("logs"))
         // only our own variable names the mirror; a stray MIRROR in the user's shell does not
         .env_remove("MIRROR")
-        .env_remove("SECURITY_MIRROR");
+        .env_remove("SECURITY_MIRROR")
+        .envs(build_env(image).iter().copied());
     if let Some(m) = &mirror {
         command.env(MIRROR_VAR, m);
     }
@@ -207,6 +229,32 @@ pub async fn ensure(cache: &Path, targets: &[&str], progress: &Progress) -> Resu
 
 #[cfg(test)]
 mod tests {
+    /// Every variant's environment gives the tag scripts/build-images names it by.
+    #[test]
+    fn variants_build_under_the_environment_that_names_their_tag() {
+        let tag = |env: &[(&str, &str)]| {
+            let on = |k: &str| env.iter().any(|(key, v)| *key == k && *v == "1");
+            format!(
+                "hvd-cluster/horovod:tf2.12.1{}-hvd0.28.1{}",
+                if on("HVD_WITH_TORCH") {
+                    "-pt1.13.1"
+                } else {
+                    ""
+                },
+                if on("HOROVOD_WITH_MPI") { "-mpi" } else { "" }
+            )
+        };
+        for image in [
+            super::HOROVOD_IMAGE,
+            super::HOROVOD_MPI_IMAGE,
+            super::HOROVOD_TORCH_IMAGE,
+        ] {
+            assert_eq!(tag(super::build_env(image)), image);
+        }
+        assert!(super::BUILD_SCRIPT.contains("TORCH_TAG=-pt1.13.1"));
+        assert!(super::build_env("someone/else:latest").is_empty());
+    }
+
     /// A file added to templates/images but not to RECIPE would be missing from the build
     /// context of the binary's own image builds.
     #[test]
