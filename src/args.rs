@@ -118,6 +118,10 @@ pub enum Command {
         /// Copy a local file into /shared (where the command runs) first; repeatable
         #[arg(long, value_name = "FILE")]
         send: Vec<PathBuf>,
+        /// Open MPI arguments for horovodrun --mpi-args (collective = "mpi"), after
+        /// hvd-cluster's own, e.g. "--display-map --timestamp-output"
+        #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+        mpi_args: Option<String>,
         /// The command each rank runs
         #[arg(last = true, required = true)]
         command: Vec<String>,

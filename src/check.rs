@@ -9,7 +9,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::bootstrap::{host_slots, NodeSession, NODE_DIR};
-use crate::profile::{Profile, StorageKind};
+use crate::mpi::mpi_args;
+use crate::profile::{Collective, Profile, StorageKind};
 use crate::ssh::shell_quote;
 use crate::wait::{wait_until, Probe, WaitError};
 
@@ -45,13 +46,17 @@ pub struct CheckReport {
     pub ranks: usize,
     pub hosts: Vec<String>,
     pub bandwidth: Vec<Bandwidth>,
+    /// The controller every rank said Horovod ran on (`mpi` or `gloo`).
+    pub controller: String,
 }
 
-/// The `horovodrun` command line for every slot, the master's included.
+/// The `horovodrun` command line for every slot, the master's included. `user_mpi_args`:
+/// the user's own Open MPI arguments, already checked by [`check_mpi_args`].
 pub fn horovodrun_args(
     p: &Profile,
     sessions: &[NodeSession],
     elastic: Option<(u32, u32)>,
+    user_mpi_args: Option<&str>,
 ) -> Vec<String> {
     let hosts = host_slots(sessions);
     let slots: u32 = hosts.iter().map(|h| h.slots()).sum();
@@ -62,12 +67,11 @@ pub fn horovodrun_args(
         .into_iter()
         .collect();
     ifaces.retain(|i| !i.is_empty() && i != "docker0");
+    // Horovod's elastic mode runs on Gloo whatever the profile says.
+    let mpi = p.container.collective == Collective::Mpi && elastic.is_none();
     let mut args = vec![
         "horovodrun".to_string(),
-        match p.container.collective {
-            crate::profile::Collective::Gloo => "--gloo".into(),
-            crate::profile::Collective::Mpi => "--mpi".into(),
-        },
+        if mpi { "--mpi" } else { "--gloo" }.into(),
         "-p".into(),
         p.container.ssh_port.to_string(),
         "-i".into(),
@@ -75,8 +79,15 @@ pub fn horovodrun_args(
     ];
     // With the master alone, horovodrun runs every rank locally over 127.0.0.1 and rejects an
     // interface list; an elastic job may gain remote hosts, so it always gets one.
-    if sessions.len() > 1 || elastic.is_some() {
+    let remote = sessions.len() > 1 || elastic.is_some();
+    if remote {
         args.extend(["--network-interfaces".into(), ifaces.join(",")]);
+    }
+    if mpi {
+        let ifaces = if remote { &ifaces[..] } else { &[] };
+        if let Some(extra) = mpi_args(ifaces, user_mpi_args) {
+            args.extend(["--mpi-args".into(), extra]);
+        }
     }
     match elastic {
         None => {
@@ -279,7 +290,7 @@ pub async fn run(
     }
 
     // 4. A real horovodrun over every slot: all ranks join, each on its own host.
-    let args = horovodrun_args(p, sessions, None);
+    let args = horovodrun_args(p, sessions, None, None);
     // The exit code travels in the output so that a failure still shows what horovodrun said.
     // Gloo's connect timeout (30 s by default) is shorter than the skew between ranks'
     // start-up on a busy or emulated node (TensorFlow's import alone takes a minute there);
@@ -330,10 +341,36 @@ pub async fn run(
             format!("rank {} on {} got a wrong allreduce result", bad.0, bad.1),
         ));
     }
+    let wanted = match p.container.collective {
+        Collective::Gloo => "gloo",
+        Collective::Mpi => "mpi",
+    };
+    let said = controllers(&out);
+    if said.len() != 1 || !said.contains(wanted) {
+        return Err(failed(
+            "horovodrun",
+            format!(
+                "the ranks ran on controller(s) {:?}, not {wanted} as the profile's collective says",
+                said
+            ),
+        ));
+    }
+    report.controller = wanted.to_string();
     report.ranks = ranks.len();
     report.hosts = joined.into_iter().collect();
     report.bandwidth = bandwidth;
     Ok(report)
+}
+
+/// The `controller=` values the check job's ranks printed (older check scripts print none).
+pub fn controllers(out: &str) -> BTreeSet<String> {
+    out.lines()
+        .filter_map(|l| Some(&l[l.find("HVD_RANK ")?..]))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("controller=").map(str::to_string))
+        })
+        .collect()
 }
 
 /// Reads what a node reported about /shared (`mode=kernel-nfs|stand-in` then findmnt's
@@ -484,6 +521,11 @@ mod tests {
                    [2]<stdout>:HVD_RANK rank=2 size=3 host=c-worker-2 sum=5 expected=6 ok=False\n\
                    [0]<stdout>:HVD_BW size_mib=16 ms=80.5 algbw_mibps=198.8 busbw_mibps=265.0 ok=True\n";
         let (ranks, bw) = parse_job_output(out);
+        assert!(controllers(out).is_empty());
+        let mpi = "[1,0]<stdout>:HVD_RANK rank=0 size=2 host=m sum=3 expected=3 ok=True controller=mpi\n\
+                   [1,1]<stdout>:HVD_RANK rank=1 size=2 host=w sum=3 expected=3 ok=True controller=mpi\n";
+        assert_eq!(controllers(mpi), BTreeSet::from(["mpi".to_string()]));
+        assert_eq!(parse_job_output(mpi).0.len(), 2);
         assert_eq!(ranks.len(), 3);
         assert_eq!(ranks[0], (0, "c-master".into(), true));
         assert_eq!(ranks[2], (2, "c-worker-2".into(), false));

@@ -23,6 +23,7 @@ pub mod cmd;
 pub mod converge;
 pub mod images;
 pub mod input;
+pub mod mpi;
 pub mod openstack;
 pub mod plan;
 pub mod profile;

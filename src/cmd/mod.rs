@@ -179,6 +179,7 @@ pub async fn dispatch(ctx: &mut Context, command: Command) -> Result<u8, Error> 
             min_np,
             max_np,
             send,
+            mpi_args,
             command,
         } => {
             run::run(
@@ -186,6 +187,7 @@ pub async fn dispatch(ctx: &mut Context, command: Command) -> Result<u8, Error> 
                 &file,
                 elastic.then_some((min_np, max_np)),
                 &send,
+                mpi_args.as_deref(),
                 &command,
             )
             .await

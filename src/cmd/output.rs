@@ -70,6 +70,9 @@ pub fn print_check(r: &CheckReport) {
         r.ranks,
         r.hosts.join(", ")
     );
+    if !r.controller.is_empty() {
+        println!("  controller: {} on every rank", r.controller);
+    }
     for b in &r.bandwidth {
         println!(
             "  allreduce {:>3} MiB: {:>8.1} ms, algbw {:>7.1} MiB/s, busbw {:>7.1} MiB/s",

@@ -14,10 +14,15 @@ pub async fn run(
     file: &Path,
     elastic: Option<(Option<u32>, Option<u32>)>,
     send: &[PathBuf],
+    mpi_args: Option<&str>,
     command: &[String],
 ) -> Result<u8, Error> {
     let existing = cluster::existing(ctx, file).await?;
     let p = &existing.profile;
+    if let Some(extra) = mpi_args {
+        crate::mpi::check_mpi_args(extra, p.container.collective, elastic.is_some())
+            .map_err(|e| Error::Usage(e.to_string()))?;
+    }
     let opened = existing.open(ctx).await?;
     let master = opened.master();
     for local in send {
@@ -36,7 +41,7 @@ pub async fn run(
     }
     let slots: u32 = opened.sessions.iter().map(|s| s.node.slots.max(1)).sum();
     let elastic = elastic.map(|(min, max)| (min.unwrap_or(1), max.unwrap_or(slots)));
-    let mut argv = check::horovodrun_args(p, &opened.sessions, elastic);
+    let mut argv = check::horovodrun_args(p, &opened.sessions, elastic, mpi_args);
     argv.extend(command.iter().cloned());
     let quoted: Vec<String> = argv.iter().map(|a| ssh::shell_quote(a)).collect();
     let remote = format!("sudo -n docker exec -w /shared hvd {}", quoted.join(" "));

@@ -1,4 +1,5 @@
-"""hvd-cluster acceptance check: every rank allreduces a known tensor and reports its host;
+"""hvd-cluster acceptance check: every rank allreduces a known tensor and reports its host and
+the controller Horovod runs on (mpi or gloo);
 rank 0 times allreduce for a few message sizes. Output lines are parsed by `hvd-cluster check`."""
 import os
 import socket
@@ -13,8 +14,9 @@ hvd.init()
 rank, size, host = hvd.rank(), hvd.size(), socket.gethostname()
 value = hvd.allreduce(tf.fill([4], float(rank + 1)), op=hvd.Sum, name="known").numpy()
 expected = size * (size + 1) / 2
+controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else "none"
 print(f"HVD_RANK rank={rank} size={size} host={host} sum={value[0]:g} expected={expected:g} "
-      f"ok={bool(np.allclose(value, expected))}", flush=True)
+      f"ok={bool(np.allclose(value, expected))} controller={controller}", flush=True)
 for mib in [int(m) for m in os.environ.get("HVD_CHECK_SIZES_MIB", "1,16,64").split(",") if m]:
     t = tf.ones([mib * 1024 * 1024 // 4], tf.float32)
     hvd.allreduce(t, op=hvd.Sum, name=f"warm_{mib}")
