@@ -2,6 +2,7 @@
 //! job (examples/elastic_train.py) whose own output says how big the world is.
 #![allow(dead_code)] // each test binary uses its part
 
+pub mod bench_report;
 pub mod cloud;
 
 use std::io::{BufRead, BufReader};
@@ -121,25 +122,39 @@ pub struct ElasticJob {
 
 impl ElasticJob {
     pub fn start(cluster: &TestCluster, max_np: u32) -> ElasticJob {
+        ElasticJob::start_example(cluster, max_np, "elastic_train.py", &[])
+    }
+
+    /// `examples/<script>` (which prints the same `ELASTIC step=` lines, the same
+    /// checkpoint, and stops on the same file) with `args`.
+    pub fn start_example(
+        cluster: &TestCluster,
+        max_np: u32,
+        script: &str,
+        args: &[&str],
+    ) -> ElasticJob {
         let max_np = max_np.to_string();
+        let send = format!("examples/{script}");
+        let mut argv = vec![
+            "run",
+            &cluster.profile,
+            "--elastic",
+            "--min-np",
+            "1",
+            "--max-np",
+            &max_np,
+            "--send",
+            &send,
+            "--",
+            "env",
+            "STEP_SLEEP=0.5",
+            "TOTAL_STEPS=100000",
+            "python",
+            script,
+        ];
+        argv.extend_from_slice(args);
         let mut child = cluster
-            .command(&[
-                "run",
-                &cluster.profile,
-                "--elastic",
-                "--min-np",
-                "1",
-                "--max-np",
-                &max_np,
-                "--send",
-                "examples/elastic_train.py",
-                "--",
-                "env",
-                "STEP_SLEEP=0.5",
-                "TOTAL_STEPS=100000",
-                "python",
-                "elastic_train.py",
-            ])
+            .command(&argv)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -1,0 +1,174 @@
+//! PyTorch and Open MPI on the local provider, all on ONE cluster of profiles/local-pytorch.toml
+//! (collective = "mpi", the image with TensorFlow and Debian's PyTorch), read from the jobs'
+//! own output:
+//! - `up` passes the acceptance check, every rank saying it ran on the MPI controller;
+//! - examples/pytorch_mnist.py under `run` (horovodrun --mpi, the user's --mpi-args passed
+//!   through: mpirun's --display-map shows): every rank reports its rank and host, the loss
+//!   falls;
+//! - the tutorial's command as a user types it in the master's container, with only the
+//!   paths changed (/horovod/generated/hostfile);
+//! - `bench --framework pytorch` at 1 and 2 slots under `--mpi` (tests/bench.rs covers the
+//!   report's TensorFlow side on a cluster of its own; this one shares the PyTorch cluster);
+//! - examples/pytorch_elastic.py (hvd.elastic.TorchState) on the discovery script grows from
+//!   2 to 3 workers with `scale`, survives a killed worker replaced by `heal`, and finishes.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::bench_report::check_report;
+use common::{ElasticJob, TestCluster};
+
+/// `key=value` of the first word starting with `key=` in `line`.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+/// The (rank, host) of every `PT_RANK` line and the loss of every `PT_EPOCH` line.
+fn mnist_report(out: &str) -> (BTreeSet<(u32, String)>, Vec<f64>) {
+    let mut ranks = BTreeSet::new();
+    let mut losses = Vec::new();
+    for line in out.lines() {
+        if let Some(at) = line.find("PT_RANK ") {
+            let l = &line[at..];
+            if let (Some(rank), Some(host)) = (field(l, "rank"), field(l, "host")) {
+                ranks.insert((rank.parse().unwrap(), host.to_string()));
+            }
+        } else if let Some(at) = line.find("PT_EPOCH ") {
+            if let Some(loss) = field(&line[at..], "loss") {
+                losses.push(loss.parse().unwrap());
+            }
+        }
+    }
+    (ranks, losses)
+}
+
+fn assert_mnist_ran_everywhere(c: &TestCluster, out: &str, epochs: usize) {
+    let (ranks, losses) = mnist_report(out);
+    let expected: BTreeSet<(u32, String)> = [
+        (0, format!("{}-master", c.name)),
+        (1, format!("{}-worker-1", c.name)),
+        (2, format!("{}-worker-2", c.name)),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(ranks, expected, "every rank reports its rank and host");
+    assert_eq!(losses.len(), epochs, "{losses:?}");
+    assert!(
+        losses[epochs - 1] < 0.7 * losses[0],
+        "the loss falls: {losses:?}"
+    );
+}
+
+#[test]
+fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
+    let c = TestCluster::new("local-pytorch.toml", "pt", |p| p);
+    let started = Instant::now();
+    let up = c.hvd(&["up", &c.profile]);
+    let result = std::panic::catch_unwind(|| {
+        let stdout = String::from_utf8_lossy(&up.stdout).to_string();
+        assert!(up.status.success(), "up succeeds");
+        assert!(
+            stdout.contains(&format!(
+                "3 rank(s) joined on {0}-master, {0}-worker-1, {0}-worker-2",
+                c.name
+            )),
+            "{stdout}"
+        );
+        assert!(stdout.contains("controller: mpi on every rank"), "{stdout}");
+        eprintln!("up + check: {:.0}s", started.elapsed().as_secs_f64());
+
+        // PyTorch under horovodrun --mpi, the user's Open MPI arguments passed through.
+        let t = Instant::now();
+        let run = c.hvd(&[
+            "run",
+            &c.profile,
+            "--mpi-args",
+            "--display-map --timestamp-output",
+            "--send",
+            "examples/pytorch_mnist.py",
+            "--",
+            "python",
+            "pytorch_mnist.py",
+            "--epochs",
+            "4",
+        ]);
+        let out = String::from_utf8_lossy(&run.stdout).to_string();
+        assert!(run.status.success(), "the MNIST job succeeds");
+        assert!(
+            out.contains("Data for JOB"),
+            "mpirun's --display-map: {out}"
+        );
+        assert_mnist_ran_everywhere(&c, &out, 4);
+        eprintln!("mnist under --mpi: {:.0}s", t.elapsed().as_secs_f64());
+
+        // The tutorial's command, typed in the master's container: only the paths changed.
+        let t = Instant::now();
+        let tutorial =
+            "sudo docker exec hvd horovodrun -n 3 --hostfile /horovod/generated/hostfile \
+             --mpi-args \"--mca orte_keep_fqdn_hostnames t --allow-run-as-root --display-map \
+             --tag-output --timestamp-output\" \
+             bash -c 'python /shared/pytorch_mnist.py --epochs 4'";
+        let out = c.on_node("master", &[tutorial]);
+        assert!(out.contains("Data for JOB"), "{out}");
+        assert_mnist_ran_everywhere(&c, &out, 4);
+        eprintln!("tutorial command: {:.0}s", t.elapsed().as_secs_f64());
+
+        // The scaling report with PyTorch, on the same cluster (master + worker-1 at 2 slots).
+        let t = Instant::now();
+        let bench = c.hvd(&[
+            "bench",
+            &c.profile,
+            "--framework",
+            "pytorch",
+            "--slots",
+            "1,2",
+            "--json",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+        ]);
+        assert!(
+            bench.status.success(),
+            "bench --framework pytorch succeeds: {}",
+            String::from_utf8_lossy(&bench.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_slice(&bench.stdout).expect("bench --json prints JSON");
+        check_report(&c, &report, "pytorch");
+        eprintln!("bench pytorch: {:.0}s", t.elapsed().as_secs_f64());
+
+        // Elastic PyTorch: 2 workers, then 3 (scale), a worker killed, replaced (heal).
+        let t = Instant::now();
+        let mut job = ElasticJob::start_example(&c, 4, "pytorch_elastic.py", &[]);
+        job.wait_size(2, Duration::from_secs(240));
+        assert!(c
+            .hvd(&["scale", &c.profile, "--workers", "3"])
+            .status
+            .success());
+        job.wait_size(3, Duration::from_secs(180));
+        let killed = format!("{}-worker-1", c.name);
+        assert!(Command::new("docker")
+            .args(["kill", &killed])
+            .status()
+            .unwrap()
+            .success());
+        job.wait_size(2, Duration::from_secs(180));
+        let heal = c.hvd(&["heal", &c.profile]);
+        assert!(heal.status.success());
+        assert!(String::from_utf8_lossy(&heal.stdout).contains(&killed));
+        job.wait_size(3, Duration::from_secs(240));
+        let sizes = job.stop_and_verify(&c);
+        assert!(sizes.contains(&2) && sizes.contains(&3), "{sizes:?}");
+        eprintln!("elastic: {:.0}s", t.elapsed().as_secs_f64());
+    });
+    assert!(c.hvd(&["down", &c.profile]).status.success());
+    eprintln!("whole test: {:.0}s", started.elapsed().as_secs_f64());
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
