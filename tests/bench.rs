@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::bench_report::check_report;
+use common::bench_report::{check_chart, check_report};
 use common::TestCluster;
 
 fn docker_runs() -> bool {
