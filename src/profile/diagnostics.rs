@@ -16,7 +16,8 @@ pub struct ProfileError {
     /// Dotted path of the field, e.g. `workers.count`.
     pub field: String,
     pub message: String,
-    pub help: Option<String>,
+    /// Boxed: keeps the error (and every `Result` carrying it) small.
+    pub help: Option<Box<str>>,
 }
 
 /// Longest message shown for a profile error: serde quotes whole values in its messages.
@@ -38,7 +39,7 @@ impl ProfileError {
             column,
             field: shown(field),
             message: input::shown_message(message, MESSAGE_MAX),
-            help: help.map(|h| input::shown_message(&h, MESSAGE_MAX)),
+            help: help.map(|h| input::shown_message(&h, MESSAGE_MAX).into()),
         }
     }
 }
