@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{ElasticJob, TestCluster};
@@ -30,20 +29,8 @@ fn elastic_job_grows_survives_a_preemption_and_heals() {
             scale_started.elapsed().as_secs_f64()
         );
 
-        // A preemption: the worker's machine disappears.
-        let killed = format!("{}-worker-1", c.name);
-        assert!(Command::new("docker")
-            .args(["kill", &killed])
-            .status()
-            .unwrap()
-            .success());
-        job.wait_size(2, Duration::from_secs(180));
-
-        let heal = c.hvd(&["heal", &c.profile]);
-        assert!(heal.status.success());
-        let healed = String::from_utf8_lossy(&heal.stdout);
-        assert!(healed.contains(&killed), "{healed}");
-        job.wait_size(3, Duration::from_secs(180));
+        // A preemption: the worker's machine disappears; `heal` replaces it.
+        job.preempt_worker_1_and_heal(&c, Duration::from_secs(180));
         assert_eq!(
             c.listed_in_discovery(),
             [2, 3, 4].map(|i| format!("{}-worker-{i}", c.name))

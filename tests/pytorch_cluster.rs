@@ -15,7 +15,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::bench_report::check_report;
@@ -151,17 +150,7 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
             .status
             .success());
         job.wait_size(3, Duration::from_secs(180));
-        let killed = format!("{}-worker-1", c.name);
-        assert!(Command::new("docker")
-            .args(["kill", &killed])
-            .status()
-            .unwrap()
-            .success());
-        job.wait_size(2, Duration::from_secs(180));
-        let heal = c.hvd(&["heal", &c.profile]);
-        assert!(heal.status.success());
-        assert!(String::from_utf8_lossy(&heal.stdout).contains(&killed));
-        job.wait_size(3, Duration::from_secs(240));
+        job.preempt_worker_1_and_heal(&c, Duration::from_secs(240));
         let sizes = job.stop_and_verify(&c);
         assert!(sizes.contains(&2) && sizes.contains(&3), "{sizes:?}");
         eprintln!("elastic: {:.0}s", t.elapsed().as_secs_f64());

@@ -201,6 +201,24 @@ impl ElasticJob {
         }
     }
 
+    /// A preemption and its repair, with the job running at 3: worker-1's machine disappears
+    /// (`docker kill`), the job goes on at 2, `heal` names and replaces it, the job is back at
+    /// 3 within `regrow`.
+    pub fn preempt_worker_1_and_heal(&mut self, c: &TestCluster, regrow: Duration) {
+        let killed = format!("{}-worker-1", c.name);
+        assert!(Command::new("docker")
+            .args(["kill", &killed])
+            .status()
+            .expect("docker")
+            .success());
+        self.wait_size(2, Duration::from_secs(180));
+        let heal = c.hvd(&["heal", &c.profile]);
+        assert!(heal.status.success());
+        let healed = String::from_utf8_lossy(&heal.stdout);
+        assert!(healed.contains(&killed), "{healed}");
+        self.wait_size(3, regrow);
+    }
+
     /// Ends the job through its stop file on /shared and checks its own account: a clean
     /// exit, a final step equal to the last step printed, the checkpoint on /shared holding
     /// it. Returns every world size the job ran at.
