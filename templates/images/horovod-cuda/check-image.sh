@@ -15,11 +15,13 @@ SP=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 fail() { echo "check-image: FAILED: $*" >&2; exit 1; }
 
 echo "== 1. imports and build flags"
+# horovod.torch before horovod.tensorflow: the other order aborts the process here
+# ("random_device could not be read": torch's wheel is built with the old C++ ABI, TF's with the new)
 $PY - <<'PY'
-import tensorflow as tf
 import torch
-import horovod.tensorflow as htf
 import horovod.torch as hvd
+import tensorflow as tf
+import horovod.tensorflow as htf
 info = tf.sysconfig.get_build_info()
 print("tensorflow", tf.__version__, "built with CUDA:", tf.test.is_built_with_cuda(),
       "cuda", info.get("cuda_version"), "cudnn", info.get("cudnn_version"))
@@ -66,19 +68,24 @@ grep -q '\[X\] NCCL' <<< "$out" || fail "horovod without NCCL"
 
 echo "== 4. ldd: horovod's and torch's shared objects"
 find "$SP/horovod" "$SP/torch/lib" -name '*.so*' -type f > /tmp/objects
-missing=$(xargs -a /tmp/objects ldd 2>/dev/null | awk '/not found/ {print $1}' | sort | uniq -c)
+# (ldd fails on an object that is not dynamic: counted as a finding, not a crash of this script)
+{ xargs -a /tmp/objects ldd 2>&1 || true; } > /tmp/ldd.txt
+grep -q 'not a dynamic executable' /tmp/ldd.txt && fail "not dynamic: $(grep -B1 'not a dynamic' /tmp/ldd.txt)"
+missing=$(awk '/not found/ {print $1}' /tmp/ldd.txt | sort | uniq -c)
 echo "$(wc -l < /tmp/objects) objects; not found: ${missing:-nothing}"
+[ -z "$missing" ] || echo "  needing libcuda.so.1 (the driver's, from the node at run time):" \
+  $(awk '/^\// {f=$1} /libcuda.so.1 => not found/ {sub(/:$/, "", f); n=split(f, p, "/"); print p[n]}' /tmp/ldd.txt)
 others=$(awk '$2 != "libcuda.so.1"' <<< "$missing")
 [ -z "$others" ] || fail "libraries not found: $others"
 for f in "$SP"/horovod/torch/mpi_lib_v2*.so "$SP"/horovod/tensorflow/mpi_lib*.so; do
   echo "$(basename "$f"): $(ldd "$f" | awk '/nccl|cuda|cudart/ {printf "%s ", $1 "->" $3}')"
 done
-rm -f /tmp/objects
+rm -f /tmp/objects /tmp/ldd.txt
 
 echo "== 5. a 2-rank Gloo job on CPU tensors"
 cd /tmp
 timeout 300 horovodrun -np 2 -H localhost:2 --gloo "$PY" -c '
-import tensorflow as tf, torch, horovod.torch as hvd, horovod.tensorflow as htf
+import torch, horovod.torch as hvd, tensorflow as tf, horovod.tensorflow as htf
 hvd.init(); htf.init()
 t = hvd.allreduce(torch.tensor([float(hvd.rank() + 1)]), op=hvd.Sum, name="t")
 f = htf.allreduce(tf.constant([float(htf.rank() + 1)]), op=htf.Sum, name="f")
