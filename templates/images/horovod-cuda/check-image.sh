@@ -69,7 +69,9 @@ grep -q '\[X\] NCCL' <<< "$out" || fail "horovod without NCCL"
 echo "== 4. ldd: horovod's and torch's shared objects"
 find "$SP/horovod" "$SP/torch/lib" -name '*.so*' -type f > /tmp/objects
 # (ldd fails on an object that is not dynamic: counted as a finding, not a crash of this script)
-{ xargs -a /tmp/objects ldd 2>&1 || true; } > /tmp/ldd.txt
+# (horovod's TensorFlow op library finds libtensorflow_{cc,framework}.so.2 in the process, loaded by
+# `import tensorflow` first; for ldd, their folder is named)
+{ LD_LIBRARY_PATH=$SP/tensorflow xargs -a /tmp/objects ldd 2>&1 || true; } > /tmp/ldd.txt
 grep -q 'not a dynamic executable' /tmp/ldd.txt && fail "not dynamic: $(grep -B1 'not a dynamic' /tmp/ldd.txt)"
 missing=$(awk '/not found/ {print $1}' /tmp/ldd.txt | sort | uniq -c)
 echo "$(wc -l < /tmp/objects) objects; not found: ${missing:-nothing}"
