@@ -7,7 +7,7 @@
 #     cuDNN is the 8.6 TF 2.12 needs;
 #  3. `horovodrun --check-build` lists NCCL among the tensor operations, Gloo and MPI;
 #  4. ldd of horovod's and torch's shared objects: nothing missing but the driver's libcuda.so.1;
-#  5. a 2-rank Gloo job on CPU tensors (torch and TensorFlow allreduce) with horovodrun.
+#  5. 2-rank Gloo jobs on CPU tensors (a torch and a TensorFlow allreduce) with horovodrun.
 set -euo pipefail
 export TF_CPP_MIN_LOG_LEVEL=2
 PY=${HVD_VENV:-/opt/hvd/venv}/bin/python
@@ -84,16 +84,23 @@ for f in "$SP"/horovod/torch/mpi_lib_v2*.so "$SP"/horovod/tensorflow/mpi_lib*.so
 done
 rm -f /tmp/objects /tmp/ldd.txt
 
-echo "== 5. a 2-rank Gloo job on CPU tensors"
+echo "== 5. 2-rank Gloo jobs on CPU tensors, one per framework"
+# (one process initialising both horovod.torch and horovod.tensorflow segfaults here: one framework
+# per job, as training jobs are)
 cd /tmp
 timeout 300 horovodrun -np 2 -H localhost:2 --gloo "$PY" -c '
-import torch, horovod.torch as hvd, tensorflow as tf, horovod.tensorflow as htf
-hvd.init(); htf.init()
+import torch, horovod.torch as hvd
+hvd.init()
 t = hvd.allreduce(torch.tensor([float(hvd.rank() + 1)]), op=hvd.Sum, name="t")
-f = htf.allreduce(tf.constant([float(htf.rank() + 1)]), op=htf.Sum, name="f")
-print("rank", hvd.rank(), "of", hvd.size(), "torch allreduce", t.item(), "tf allreduce", float(f[0]), flush=True)
-assert hvd.size() == 2 and t.item() == 3.0 and float(f[0]) == 3.0
-' 2>&1 | tee /tmp/job.log
-[ "$(grep -c 'torch allreduce 3.0 tf allreduce 3.0' /tmp/job.log)" = 2 ] || fail "the 2-rank job did not finish on both ranks"
+print("rank", hvd.rank(), "of", hvd.size(), "torch allreduce", t.item(), flush=True)
+' 2>&1 | grep -v '^20..-..-.. ' | tee /tmp/job.log
+[ "$(grep -c 'of 2 torch allreduce 3.0' /tmp/job.log)" = 2 ] || fail "the 2-rank torch job did not finish on both ranks"
+timeout 300 horovodrun -np 2 -H localhost:2 --gloo "$PY" -c '
+import tensorflow as tf, horovod.tensorflow as hvd
+hvd.init()
+f = hvd.allreduce(tf.constant([float(hvd.rank() + 1)]), op=hvd.Sum, name="f")
+print("rank", hvd.rank(), "of", hvd.size(), "tf allreduce", float(f[0]), flush=True)
+' 2>&1 | grep -v '^20..-..-.. ' | tee /tmp/job.log
+[ "$(grep -c 'of 2 tf allreduce 3.0' /tmp/job.log)" = 2 ] || fail "the 2-rank TensorFlow job did not finish on both ranks"
 rm -f /tmp/job.log
 echo "check-image: OK"
