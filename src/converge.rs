@@ -30,13 +30,37 @@ pub async fn connect(ctx: &Context, p: &Profile) -> Result<Box<dyn Provider>, Er
     Ok(provider)
 }
 
-/// Observes the cluster and plans; returns the plan and the quotas it would exceed.
+/// What `plan`, `up`, `scale` and `heal` find before changing anything.
+pub struct Prepared {
+    pub plan: Plan,
+    /// The quotas the plan would exceed.
+    pub shortfalls: Vec<Shortfall>,
+    /// What the profile asks for that works, but not as meant (printed by [`prepare`]).
+    pub warnings: Vec<String>,
+}
+
+/// Warnings about the profile the plan can give before anything runs: nodes with GPUs (the
+/// workers' `gpus`, else their flavor's; the master's flavor's, as `flavor_gpus` says) and one
+/// of our CPU-only images. Pure.
+pub fn profile_warnings(p: &Profile, flavor_gpus: impl Fn(&str) -> u32) -> Vec<String> {
+    let master = p.master.flavor.as_deref().map_or(0, &flavor_gpus);
+    let worker = p
+        .workers
+        .gpus
+        .unwrap_or_else(|| p.workers.flavor.as_deref().map_or(0, &flavor_gpus));
+    images::cpu_build_on_gpus(&p.container.image, master, worker, p.workers.count)
+        .into_iter()
+        .collect()
+}
+
+/// Observes the cluster and plans: the plan, the quotas it would exceed and the profile's
+/// warnings (shown here as progress lines; `plan --json` carries them in its document).
 pub async fn prepare(
     ctx: &Context,
     p: &Profile,
     dir: &ClusterDir,
     provider: &dyn Provider,
-) -> Result<(Plan, Vec<Shortfall>), Error> {
+) -> Result<Prepared, Error> {
     let spinner = ctx.progress.spinner("looking for the cluster's resources");
     let mut observed = ctx.applier(provider, dir, dir.load()?).observe().await?;
     if ctx.probe_workers {
@@ -47,7 +71,15 @@ pub async fn prepare(
     spinner.set_message("checking quotas");
     let shortfalls = provider.shortfalls(&plan).await?;
     spinner.finish_and_clear();
-    Ok((plan, shortfalls))
+    let warnings = profile_warnings(p, |f| provider.flavor_gpus(f));
+    for w in &warnings {
+        ctx.progress.line(format!("warning: {w}"));
+    }
+    Ok(Prepared {
+        plan,
+        shortfalls,
+        warnings,
+    })
 }
 
 /// `up` (and `scale`, `heal`): create or converge, bootstrap, check, print the Jupyter URL.
@@ -74,7 +106,9 @@ pub async fn converge(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8
         .await?;
     }
     let mut provider = connect(ctx, &p).await?;
-    let (plan, shortfalls) = prepare(ctx, &p, &dir, provider.as_ref()).await?;
+    let Prepared {
+        plan, shortfalls, ..
+    } = prepare(ctx, &p, &dir, provider.as_ref()).await?;
     if !shortfalls.is_empty() {
         return Err(Error::Quota(shortfalls));
     }
@@ -248,4 +282,46 @@ async fn probe_workers(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::profile_warnings;
+    use crate::images::{HOROVOD_CUDA_IMAGE, HOROVOD_TORCH_IMAGE};
+    use crate::profile;
+
+    fn profile(extra_workers: &str, image: &str) -> profile::Profile {
+        let text = format!(
+            "name = \"gpu\"\ncloud = \"c\"\n[master]\nflavor = \"m1.large\"\nimage = \"debian\"\n\
+             [workers]\ncount = 2\nflavor = \"g1.a100x2\"\n{extra_workers}\n\
+             [access]\nallowed_cidrs = [\"192.0.2.0/24\"]\n[container]\nimage = \"{image}\"\n"
+        );
+        match profile::parse(std::path::Path::new("gpu.toml"), &text) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}\n{text}"),
+        }
+    }
+
+    /// The workers' GPUs come from the profile, else from their flavor; the master's from its
+    /// flavor. A CPU image on them is named with the CUDA image; the CUDA image is not.
+    #[test]
+    fn gpu_nodes_with_a_cpu_image_are_warned_about() {
+        let a100x2 = |f: &str| if f == "g1.a100x2" { 2 } else { 0 };
+        let none = |_: &str| 0;
+        let w = profile_warnings(&profile("", HOROVOD_TORCH_IMAGE), a100x2);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("the workers have 2 GPU(s) each but image"),
+            "{w:?}"
+        );
+        assert!(w[0].contains(HOROVOD_CUDA_IMAGE), "{w:?}");
+        let w = profile_warnings(&profile("gpus = 4", HOROVOD_TORCH_IMAGE), none);
+        assert!(w[0].starts_with("the workers have 4 GPU(s) each"), "{w:?}");
+        assert!(profile_warnings(&profile("gpus = 0", HOROVOD_TORCH_IMAGE), a100x2).is_empty());
+        assert!(profile_warnings(&profile("", HOROVOD_TORCH_IMAGE), none).is_empty());
+        assert!(profile_warnings(&profile("gpus = 2", HOROVOD_CUDA_IMAGE), a100x2).is_empty());
+        let master_too = |f: &str| if f == "m1.large" { 1 } else { 0 };
+        let w = profile_warnings(&profile("", HOROVOD_TORCH_IMAGE), master_too);
+        assert!(w[0].starts_with("the master has 1 GPU(s) but"), "{w:?}");
+    }
 }

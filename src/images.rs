@@ -20,16 +20,59 @@ pub const HOROVOD_MPI_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-hvd0.28.1-mpi"
 /// TensorFlow and Debian's PyTorch 1.13.1 (CPU), Gloo and Open MPI: one image for
 /// `horovodrun --gloo` and `--mpi`, either framework (profiles/local-pytorch.toml).
 pub const HOROVOD_TORCH_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-pt1.13.1-hvd0.28.1-mpi";
+/// The CUDA build of the same versions for GPU nodes (templates/images/horovod-cuda/): PyPI's
+/// tensorflow and torch (cu117 wheel) on PyPI's CUDA 11.8 libraries, horovod with NCCL, Gloo
+/// and Open MPI (profiles/science-cloud.toml).
+pub const HOROVOD_CUDA_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-pt1.13.1-hvd0.28.1-mpi-cu118";
+
+/// Our images built without CUDA: on a node with GPUs they train on its CPUs.
+const CPU_BUILDS: &[&str] = &[HOROVOD_IMAGE, HOROVOD_MPI_IMAGE, HOROVOD_TORCH_IMAGE];
+
+/// The warning for a cluster whose nodes have GPUs (`master_gpus`, `worker_gpus` each of
+/// `workers`) while its image is one of our CPU builds; none for any other image, whose build
+/// we do not know. Pure.
+pub fn cpu_build_on_gpus(
+    image: &str,
+    master_gpus: u32,
+    worker_gpus: u32,
+    workers: u32,
+) -> Option<String> {
+    if !CPU_BUILDS.contains(&image) {
+        return None;
+    }
+    let workers_have = worker_gpus > 0 && workers > 0;
+    let who = match (master_gpus > 0, workers_have) {
+        (false, false) => return None,
+        (true, false) => format!("the master has {master_gpus} GPU(s)"),
+        (false, true) => format!("the workers have {worker_gpus} GPU(s) each"),
+        (true, true) => {
+            format!("the master has {master_gpus} GPU(s) and every worker {worker_gpus}")
+        }
+    };
+    Some(format!(
+        "{who} but image {image} is a CPU build: training runs on CPU; use {HOROVOD_CUDA_IMAGE} (container.image)"
+    ))
+}
 
 /// The environment under which `scripts/build-images` builds `image`, for the tags it knows;
-/// any other name builds the default image (as before variants existed).
+/// any other name builds the default image (as before variants existed). The switches are set
+/// here only: [`ensure`] drops [`VARIANT_SWITCHES`] from its own environment first.
 pub fn build_env(image: &str) -> &'static [(&'static str, &'static str)] {
     match image {
         HOROVOD_MPI_IMAGE => &[("HOROVOD_WITH_MPI", "1")],
         HOROVOD_TORCH_IMAGE => &[("HOROVOD_WITH_MPI", "1"), ("HVD_WITH_TORCH", "1")],
+        HOROVOD_CUDA_IMAGE => &[
+            ("HOROVOD_WITH_MPI", "1"),
+            ("HVD_WITH_TORCH", "1"),
+            ("HVD_CUDA", "1"),
+        ],
         _ => &[],
     }
 }
+
+/// scripts/build-images' variant switches: a value left in the user's shell would build
+/// another image than the profile's under that image's name.
+const VARIANT_SWITCHES: &[&str] = &["HOROVOD_WITH_MPI", "HVD_WITH_TORCH", "HVD_CUDA"];
 
 const BUILD_SCRIPT: &str = include_str!("../scripts/build-images");
 
@@ -74,6 +117,18 @@ const RECIPE: &[(&str, &str)] = &[
     (
         "horovod/sshd_config",
         include_str!("../templates/images/horovod/sshd_config"),
+    ),
+    (
+        "horovod-cuda/Dockerfile",
+        include_str!("../templates/images/horovod-cuda/Dockerfile"),
+    ),
+    (
+        "horovod-cuda/check-image.sh",
+        include_str!("../templates/images/horovod-cuda/check-image.sh"),
+    ),
+    (
+        "horovod-cuda/cuda-requirements.txt",
+        include_str!("../templates/images/horovod-cuda/cuda-requirements.txt"),
     ),
     (
         "node/cloud-init.cfg",
@@ -175,8 +230,11 @@ pub async fn ensure(
         .env("LOG_DIR", cache.join("logs"))
         // only our own variable names the mirror; a stray MIRROR in the user's shell does not
         .env_remove("MIRROR")
-        .env_remove("SECURITY_MIRROR")
-        .envs(build_env(image).iter().copied());
+        .env_remove("SECURITY_MIRROR");
+    for switch in VARIANT_SWITCHES {
+        command.env_remove(switch);
+    }
+    command.envs(build_env(image).iter().copied());
     if let Some(m) = &mirror {
         command.env(MIRROR_VAR, m);
     }
@@ -235,24 +293,56 @@ mod tests {
         let tag = |env: &[(&str, &str)]| {
             let on = |k: &str| env.iter().any(|(key, v)| *key == k && *v == "1");
             format!(
-                "hvd-cluster/horovod:tf2.12.1{}-hvd0.28.1{}",
+                "hvd-cluster/horovod:tf2.12.1{}-hvd0.28.1{}{}",
                 if on("HVD_WITH_TORCH") {
                     "-pt1.13.1"
                 } else {
                     ""
                 },
-                if on("HOROVOD_WITH_MPI") { "-mpi" } else { "" }
+                if on("HOROVOD_WITH_MPI") { "-mpi" } else { "" },
+                if on("HVD_CUDA") { "-cu118" } else { "" }
             )
         };
         for image in [
             super::HOROVOD_IMAGE,
             super::HOROVOD_MPI_IMAGE,
             super::HOROVOD_TORCH_IMAGE,
+            super::HOROVOD_CUDA_IMAGE,
         ] {
             assert_eq!(tag(super::build_env(image)), image);
+            for (key, _) in super::build_env(image) {
+                assert!(super::VARIANT_SWITCHES.contains(key), "{key}");
+            }
         }
         assert!(super::BUILD_SCRIPT.contains("TORCH_TAG=-pt1.13.1"));
+        assert!(super::BUILD_SCRIPT.contains("HVD_TAG=$HVD_TAG-cu118"));
         assert!(super::build_env("someone/else:latest").is_empty());
+    }
+
+    /// GPUs with one of our CPU builds: a warning naming the CUDA image; nothing without GPUs,
+    /// with the CUDA image, or with an image we did not build.
+    #[test]
+    fn a_cpu_build_on_gpu_nodes_is_named_with_the_cuda_image() {
+        use super::{cpu_build_on_gpus, HOROVOD_CUDA_IMAGE, HOROVOD_IMAGE, HOROVOD_TORCH_IMAGE};
+        let w = cpu_build_on_gpus(HOROVOD_TORCH_IMAGE, 0, 2, 4).expect("a warning");
+        assert_eq!(
+            w,
+            format!("the workers have 2 GPU(s) each but image {HOROVOD_TORCH_IMAGE} is a CPU build: training runs on CPU; use {HOROVOD_CUDA_IMAGE} (container.image)")
+        );
+        let w = cpu_build_on_gpus(HOROVOD_IMAGE, 1, 0, 4).expect("a warning");
+        assert!(w.starts_with("the master has 1 GPU(s) but image"), "{w}");
+        let w = cpu_build_on_gpus(HOROVOD_IMAGE, 1, 4, 2).expect("a warning");
+        assert!(
+            w.starts_with("the master has 1 GPU(s) and every worker 4 but"),
+            "{w}"
+        );
+        assert_eq!(cpu_build_on_gpus(HOROVOD_IMAGE, 0, 0, 4), None);
+        assert_eq!(cpu_build_on_gpus(HOROVOD_IMAGE, 0, 2, 0), None);
+        assert_eq!(cpu_build_on_gpus(HOROVOD_CUDA_IMAGE, 2, 2, 4), None);
+        assert_eq!(
+            cpu_build_on_gpus("registry.example/lab/horovod:gpu", 2, 2, 4),
+            None
+        );
     }
 
     /// A file added to templates/images but not to RECIPE would be missing from the build

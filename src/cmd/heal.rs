@@ -17,7 +17,9 @@ pub async fn heal(ctx: &mut Context, file: &Path, watch: Option<Duration>) -> Re
         let p = profile::load(file)?;
         let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
         let provider = converge::connect(ctx, &p).await?;
-        let (plan, _) = converge::prepare(ctx, &p, &dir, provider.as_ref()).await?;
+        let plan = converge::prepare(ctx, &p, &dir, provider.as_ref())
+            .await?
+            .plan;
         let broken: Vec<String> = plan
             .actions
             .iter()

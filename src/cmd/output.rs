@@ -30,6 +30,8 @@ pub struct PlanReport<'a> {
     pub plan: &'a Plan,
     pub counts: plan::PlanCounts,
     pub quota_shortfalls: &'a [plan::Shortfall],
+    /// What the profile asks for that works, but not as meant (e.g. GPUs with a CPU image).
+    pub warnings: &'a [String],
 }
 
 /// One line: how many resources a plan creates, replaces, deletes and keeps.

@@ -14,12 +14,17 @@ pub async fn plan(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
     // `plan` only looks: a cluster not made yet gets no folder from it.
     let dir = ClusterDir::look(&ctx.state_root, &p.name)?;
     let provider = converge::connect(ctx, &p).await?;
-    let (plan, shortfalls) = converge::prepare(ctx, &p, &dir, provider.as_ref()).await?;
+    let converge::Prepared {
+        plan,
+        shortfalls,
+        warnings,
+    } = converge::prepare(ctx, &p, &dir, provider.as_ref()).await?;
     let report = PlanReport {
         cluster: &p.name,
         plan: &plan,
         counts: plan.counts(),
         quota_shortfalls: &shortfalls,
+        warnings: &warnings,
     };
     emit(json, &report, || println!("cluster `{}`:\n{plan}", p.name));
     if !shortfalls.is_empty() {

@@ -83,6 +83,12 @@ pub trait Provider: Send + Sync {
     /// Every node with its checked addresses (see [`Screen`]), master first.
     fn nodes<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<Vec<Node>, ProviderError>>;
 
+    /// GPUs a node of this flavor has, as the provider knows (OpenStack: the flavor's extra
+    /// specs, once resolved); 0 where it does not know.
+    fn flavor_gpus(&self, _flavor: &str) -> u32 {
+        0
+    }
+
     /// The quotas `plan` would exceed; none where there are no quotas.
     fn shortfalls<'a>(
         &'a self,

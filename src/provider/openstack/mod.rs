@@ -167,6 +167,10 @@ impl Provider for OpenStackProvider {
         Box::pin(OpenStackProvider::nodes(self, cluster))
     }
 
+    fn flavor_gpus(&self, flavor: &str) -> u32 {
+        OpenStackProvider::flavor_gpus(self, flavor)
+    }
+
     fn shortfalls<'a>(
         &'a self,
         plan: &'a Plan,
