@@ -236,7 +236,9 @@ pub fn probe_modules(choice: FrameworkChoice) -> Vec<Framework> {
 }
 
 /// A Python script that, for each framework, imports it and its Horovod module and looks for
-/// Horovod's extension for it, printing `HVD_FW <horovod module> ok|missing`.
+/// Horovod's extension for it, printing `HVD_FW <horovod module> ok|missing`. Each framework
+/// in a process of its own: in the CUDA image, horovod.tensorflow then horovod.torch in one
+/// process aborts it (their wheels use different C++ ABIs).
 pub fn probe_script(frameworks: &[Framework]) -> String {
     let checks: Vec<String> = frameworks
         .iter()
@@ -246,13 +248,12 @@ pub fn probe_script(frameworks: &[Framework]) -> String {
         })
         .collect();
     format!(
-        "import importlib, importlib.util\n\
+        "import subprocess, sys\n\
+         probe = ('import importlib, importlib.util, sys; importlib.import_module(sys.argv[1]); '\n\
+         \x20        'importlib.import_module(sys.argv[2]); sys.exit(importlib.util.find_spec(sys.argv[3]) is None)')\n\
          for fw, mod, ext in [{}]:\n\
-         \x20   try:\n\
-         \x20       importlib.import_module(fw); importlib.import_module(mod)\n\
-         \x20       ok = importlib.util.find_spec(ext) is not None\n\
-         \x20   except Exception:\n\
-         \x20       ok = False\n\
+         \x20   ok = subprocess.run([sys.executable, '-c', probe, fw, mod, ext], stdout=subprocess.DEVNULL,\n\
+         \x20                       stderr=subprocess.DEVNULL).returncode == 0\n\
          \x20   print('HVD_FW', mod, 'ok' if ok else 'missing', flush=True)\n",
         checks.join(", ")
     )
@@ -452,6 +453,19 @@ mod tests {
             script.contains("[('tensorflow', 'horovod.tensorflow', 'horovod.tensorflow.mpi_lib'), ('torch', 'horovod.torch', 'horovod.torch.mpi_lib_v2')]"),
             "{script}"
         );
-        assert!(script.contains("\n    try:\n        importlib"), "{script}");
+        assert!(
+            script.contains("subprocess.run([sys.executable, '-c', probe, fw, mod, ext]"),
+            "one process per framework: {script}"
+        );
+        // The script runs: with neither framework installed here, both are missing.
+        let out = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .expect("python3");
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "HVD_FW horovod.tensorflow missing\nHVD_FW horovod.torch missing\n"
+        );
     }
 }
