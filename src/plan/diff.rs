@@ -8,18 +8,32 @@ use crate::profile::Profile;
 /// Diffs the profile, as `blueprint` lays it out, against what the cloud holds.
 pub fn plan(p: &Profile, blueprint: &dyn Blueprint, observed: &Observation) -> Plan {
     let names = Names(&p.name);
+    // Two resources of one kind and name happen (a create whose answer was lost, then made
+    // again): the healthiest one is the cluster's, the others are deleted below.
+    let rank = |h: &Health| match h {
+        Health::Ready => 0,
+        Health::Pending => 1,
+        Health::Failed(_) => 2,
+    };
     let mut by_name: BTreeMap<(Kind, &str), &Observed> = BTreeMap::new();
     for o in &observed.resources {
-        by_name.insert((o.kind, o.name.as_str()), o);
+        let key = (o.kind, o.name.as_str());
+        match by_name.get(&key) {
+            Some(have) if rank(&have.health) <= rank(&o.health) => {}
+            _ => {
+                by_name.insert(key, o);
+            }
+        }
     }
     let mut actions = Vec::new();
+    // By id: a second resource under a claimed name is not claimed with it.
     let mut claimed: Vec<(Kind, &str)> = Vec::new();
 
     for d in blueprint.fixed(p) {
         let key = (d.kind(), d.name.as_str());
         match by_name.get(&key) {
             Some(o) => {
-                claimed.push((o.kind, o.name.as_str()));
+                claimed.push((o.kind, o.id.as_str()));
                 actions.push(match &o.health {
                     Health::Failed(why) => Action::Replace {
                         old: (*o).clone(),
@@ -60,7 +74,7 @@ pub fn plan(p: &Profile, blueprint: &dyn Blueprint, observed: &Observation) -> P
         + 1;
     let mut kept = 0u32;
     for (index, o) in &workers {
-        claimed.push((o.kind, o.name.as_str()));
+        claimed.push((o.kind, o.id.as_str()));
         match &o.health {
             Health::Failed(why) if kept < p.workers.count => {
                 actions.push(Action::Replace {
@@ -92,7 +106,7 @@ pub fn plan(p: &Profile, blueprint: &dyn Blueprint, observed: &Observation) -> P
 
     // Anything else carrying the cluster's tag is no longer wanted.
     for o in &observed.resources {
-        if !claimed.contains(&(o.kind, o.name.as_str())) {
+        if !claimed.contains(&(o.kind, o.id.as_str())) {
             actions.push(Action::Delete { old: o.clone() });
         }
     }

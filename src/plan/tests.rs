@@ -206,6 +206,42 @@ fn tagged_leftovers_are_deleted_and_pending_kept() {
         .any(|a| matches!(a, Action::Keep { pending: true, .. })));
 }
 
+/// An interrupted `up` can leave a second, untagged router under the cluster's router name
+/// (seen in tests/cloud_cli.rs under load): the tagged one is kept, the other deleted, in
+/// either order of observation.
+#[test]
+fn a_duplicate_under_a_claimed_name_is_deleted() {
+    let p = profile(1);
+    for first in [true, false] {
+        let mut obs = observed_all(&p);
+        let stray = Observed {
+            kind: Kind::Router,
+            name: "demo-router".into(),
+            id: "stray".into(),
+            health: Health::Failed("left incomplete by an interrupted run".into()),
+        };
+        if first {
+            obs.resources.insert(0, stray);
+        } else {
+            obs.resources.push(stray);
+        }
+        let plan = plan(&p, &obs);
+        let deleted: Vec<&str> = plan
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Delete { old } => Some(old.id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(deleted, ["stray"], "{plan:?}");
+        assert!(plan.actions.iter().any(
+            |a| matches!(a, Action::Keep { id, desired, .. } if id == "id-demo-router" && desired.name == "demo-router")
+        ));
+        assert!(!plan.actions.iter().any(|a| matches!(a, Action::Replace { .. })));
+    }
+}
+
 #[test]
 fn existing_network_creates_no_network() {
     let mut p = profile(1);
