@@ -238,7 +238,10 @@ fn a_duplicate_under_a_claimed_name_is_deleted() {
         assert!(plan.actions.iter().any(
             |a| matches!(a, Action::Keep { id, desired, .. } if id == "id-demo-router" && desired.name == "demo-router")
         ));
-        assert!(!plan.actions.iter().any(|a| matches!(a, Action::Replace { .. })));
+        assert!(!plan
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Replace { .. })));
     }
 }
 
