@@ -53,8 +53,16 @@ pub fn profile_warnings(p: &Profile, flavor_gpus: impl Fn(&str) -> u32) -> Vec<S
         .collect()
 }
 
+/// Shows the profile's warnings as progress lines (`plan --json` also carries them in its
+/// document). The callers show them, once per command: `heal --watch` plans every round.
+pub fn show_warnings(ctx: &Context, warnings: &[String]) {
+    for w in warnings {
+        ctx.progress.line(format!("warning: {w}"));
+    }
+}
+
 /// Observes the cluster and plans: the plan, the quotas it would exceed and the profile's
-/// warnings (shown here as progress lines; `plan --json` carries them in its document).
+/// warnings (not shown: see [`show_warnings`]).
 pub async fn prepare(
     ctx: &Context,
     p: &Profile,
@@ -72,9 +80,6 @@ pub async fn prepare(
     let shortfalls = provider.shortfalls(&plan).await?;
     spinner.finish_and_clear();
     let warnings = profile_warnings(p, |f| provider.flavor_gpus(f));
-    for w in &warnings {
-        ctx.progress.line(format!("warning: {w}"));
-    }
     Ok(Prepared {
         plan,
         shortfalls,
@@ -107,8 +112,11 @@ pub async fn converge(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8
     }
     let mut provider = connect(ctx, &p).await?;
     let Prepared {
-        plan, shortfalls, ..
+        plan,
+        shortfalls,
+        warnings,
     } = prepare(ctx, &p, &dir, provider.as_ref()).await?;
+    show_warnings(ctx, &warnings);
     if !shortfalls.is_empty() {
         return Err(Error::Quota(shortfalls));
     }

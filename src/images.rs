@@ -25,6 +25,15 @@ pub const HOROVOD_TORCH_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-pt1.13.1-hvd
 /// and Open MPI (profiles/science-cloud.toml).
 pub const HOROVOD_CUDA_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-pt1.13.1-hvd0.28.1-mpi-cu118";
 
+/// Every Horovod image the shipped recipe builds (`container.source = "build-remote"` builds
+/// only these on the master).
+pub const RECIPE_IMAGES: &[&str] = &[
+    HOROVOD_IMAGE,
+    HOROVOD_MPI_IMAGE,
+    HOROVOD_TORCH_IMAGE,
+    HOROVOD_CUDA_IMAGE,
+];
+
 /// Our images built without CUDA: on a node with GPUs they train on its CPUs.
 const CPU_BUILDS: &[&str] = &[HOROVOD_IMAGE, HOROVOD_MPI_IMAGE, HOROVOD_TORCH_IMAGE];
 
@@ -156,6 +165,46 @@ const RECIPE: &[(&str, &str)] = &[
     ),
 ];
 
+/// The build script's path inside the recipe folder.
+pub const BUILD_SCRIPT_PATH: &str = "scripts/build-images";
+
+/// One file of the recipe as it is laid out for `scripts/build-images` (`templates/images/...`
+/// beside `scripts/build-images`).
+#[derive(Debug, Clone)]
+pub struct RecipeFile {
+    pub path: String,
+    pub text: &'static str,
+    pub executable: bool,
+}
+
+/// The whole recipe: every image file and the build script. What `up` writes to build here,
+/// and what `container.source = "build-remote"` sends to the master.
+pub fn recipe_files() -> impl Iterator<Item = RecipeFile> {
+    RECIPE
+        .iter()
+        .map(|(rel, text)| RecipeFile {
+            path: format!("templates/images/{rel}"),
+            text,
+            executable: rel.ends_with(".sh") || rel.ends_with("policy-rc.d"),
+        })
+        .chain(std::iter::once(RecipeFile {
+            path: BUILD_SCRIPT_PATH.to_string(),
+            text: BUILD_SCRIPT,
+            executable: true,
+        }))
+}
+
+/// Whether a line of `scripts/build-images` is one to show: every step, and every 30 s
+/// heartbeat of a long step, so that an image build (minutes the first time) is never silent.
+pub fn is_step_line(line: &str) -> bool {
+    line.contains("built ")
+        || line.contains("up to date")
+        || line.contains("debootstrap")
+        || line.contains("still running")
+        || line.contains("mirrors:")
+        || line.trim_start().starts_with('[')
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
     #[error("cannot prepare the image recipe in {path}: {source}")]
@@ -204,23 +253,19 @@ pub async fn ensure(
     };
     let mirror = mirror_from_env()?;
     let root = cache.join("recipe");
-    for (rel, text) in RECIPE {
-        let path = root.join("templates/images").join(rel);
+    for file in recipe_files() {
+        let path = root.join(&file.path);
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io(dir))?;
         }
-        std::fs::write(&path, text).map_err(io(&path))?;
-        if rel.ends_with(".sh") || rel.ends_with("policy-rc.d") {
+        std::fs::write(&path, file.text).map_err(io(&path))?;
+        if file.executable {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
                 .map_err(io(&path))?;
         }
     }
-    let script = root.join("scripts/build-images");
-    if let Some(dir) = script.parent() {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-    }
-    std::fs::write(&script, BUILD_SCRIPT).map_err(io(&script))?;
+    let script = root.join(BUILD_SCRIPT_PATH);
 
     let spinner = progress.spinner("images");
     let mut command = tokio::process::Command::new("bash");
@@ -249,13 +294,7 @@ pub async fn ensure(
         while let Ok(Some(line)) = lines.next_line().await {
             // Every step and every 30 s heartbeat of a long step is a line: an image build
             // (minutes the first time) is never silent.
-            if line.contains("built ")
-                || line.contains("up to date")
-                || line.contains("debootstrap")
-                || line.contains("still running")
-                || line.contains("mirrors:")
-                || line.trim_start().starts_with('[')
-            {
+            if is_step_line(&line) {
                 progress.line(format!("  {}", line.trim()));
             }
             spinner.set_message(line.trim().to_string());

@@ -28,6 +28,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         "discover_hosts.sh",
         include_str!("../templates/node/discover_hosts.sh"),
     ),
+    (
+        "image_build.sh",
+        include_str!("../templates/node/image_build.sh"),
+    ),
 ];
 
 /// The master's one-shot image server and the workers' fetcher (arguments on the command line).

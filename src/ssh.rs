@@ -243,6 +243,77 @@ impl Ssh {
             .await
     }
 
+    /// As [`Ssh::sudo`] (an error names `what`), handing every line of stdout to `on_line` as it comes (the steps of a
+    /// build that runs for minutes); returns the whole stdout. The script is sent while the
+    /// output is read, so neither side can fill a pipe and wait on the other.
+    pub async fn sudo_streaming(
+        &self,
+        what: &str,
+        script: &str,
+        mut on_line: impl FnMut(&str),
+    ) -> Result<String, SshError> {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+        let mut child = self
+            .session
+            .raw_command("sudo -n bash -s")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .await
+            .map_err(|e| self.io("start a remote command", e))?;
+        let (stdin, stdout, stderr) = (
+            child.stdin().take(),
+            child.stdout().take(),
+            child.stderr().take(),
+        );
+        let send = async {
+            if let Some(mut stdin) = stdin {
+                stdin.write_all(script.as_bytes()).await?;
+                stdin.shutdown().await?;
+            }
+            Ok::<(), std::io::Error>(())
+        };
+        let read = async {
+            let mut all = String::new();
+            if let Some(stdout) = stdout {
+                let mut reader = BufReader::new(stdout);
+                let mut line = Vec::new();
+                while reader.read_until(b'\n', &mut line).await? > 0 {
+                    // a node's output is not trusted to be UTF-8
+                    let text = String::from_utf8_lossy(&line);
+                    on_line(text.trim_end_matches(['\n', '\r']));
+                    all.push_str(&text);
+                    line.clear();
+                }
+            }
+            Ok::<String, std::io::Error>(all)
+        };
+        let errors = async {
+            let mut buf = Vec::new();
+            if let Some(mut stderr) = stderr {
+                stderr.read_to_end(&mut buf).await?;
+            }
+            Ok::<Vec<u8>, std::io::Error>(buf)
+        };
+        let (sent, all, errors) = tokio::join!(send, read, errors);
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| self.io("run a remote command", e))?;
+        let errors = errors.unwrap_or_default();
+        if !status.success() {
+            return Err(SshError::Command {
+                node: self.node.clone(),
+                what: what.to_string(),
+                code: status.code().map_or("signal".into(), |c| c.to_string()),
+                stderr: tail(&String::from_utf8_lossy(&errors), 20),
+            });
+        }
+        sent.map_err(|e| self.io_plain("send input", e))?;
+        all.map_err(|e| self.io_plain("read output", e))
+    }
+
     /// Writes `content` to `path` on the node (as root), with `mode`.
     pub async fn write_file(&self, path: &str, content: &[u8], mode: u32) -> Result<(), SshError> {
         // The path may end in a user's file name (`run --send`): quoted, never spliced raw.

@@ -86,6 +86,8 @@ pub(super) async fn ensure_image(
             }))
             .await?;
         }
+        // built on the master instead (super::remote_build), never sent from here
+        ImageSource::BuildRemote => return Ok(0),
         ImageSource::Transfer | ImageSource::Build => {
             if want.is_none() {
                 return Err(BootstrapError::Other(format!(
@@ -239,7 +241,7 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 /// on arrival, the content by zstd's frame checksum and docker's layer digests (a damaged layer
 /// fails `docker load` with "invalid diffID"), so no separate sha256 pass, which costs minutes
 /// in an emulated guest. Returns a line per transfer.
-async fn fan_out_image(
+pub(super) async fn fan_out_image(
     master: &NodeSession,
     workers: &[&NodeSession],
     image: &str,

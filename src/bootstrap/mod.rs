@@ -8,6 +8,7 @@
 pub mod fanout;
 pub mod image;
 pub mod layers;
+pub mod remote_build;
 pub mod session;
 pub mod steps;
 pub mod upload;
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use futures::future::try_join_all;
 
-use crate::profile::Profile;
+use crate::profile::{ImageSource, Profile};
 use crate::progress::Progress;
 use crate::render::{self, HostSlots, RenderError};
 use crate::ssh::{self, SshError};
@@ -232,6 +233,18 @@ async fn run_once(
                 Some(rx) => rx.await.ok().flatten(),
                 None => None,
             };
+            let p = facts.inputs.profile;
+            if p.container.source == ImageSource::BuildRemote {
+                return remote_build::build_on_master(
+                    &facts.renderer,
+                    &p.container.image,
+                    facts.inputs.fanout,
+                    sessions,
+                    bars,
+                    progress,
+                )
+                .await;
+            }
             image::ensure_image(facts.inputs, sessions, bars, progress, early).await
         }
         Does::CollectiveSsh => {

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::{BootstrapError, Inputs, NodeSession, NODE_DIR};
 use crate::plan::Role;
-use crate::profile::{Profile, StorageKind};
+use crate::profile::{ImageSource, Profile, StorageKind};
 use crate::render::{self, HostSlots, Renderer};
 use crate::state::Node;
 
@@ -212,9 +212,13 @@ impl<'a> Facts<'a> {
         let discover = renderer.render("discover_hosts.sh", &json!({}))?;
         let host_names = render::ssh_host_names(&hosts);
         let image = &inputs.profile.container.image;
-        let image_id = super::image::local_image_id(image)
-            .await
-            .unwrap_or_else(|| image.clone());
+        // Only an image sent from here has this machine's id; a pulled or remotely built one
+        // is named by its reference (the container's check compares ids on the node itself).
+        let image_id = match inputs.profile.container.source {
+            ImageSource::Build | ImageSource::Transfer => super::image::local_image_id(image).await,
+            ImageSource::Pull | ImageSource::BuildRemote => None,
+        }
+        .unwrap_or_else(|| image.clone());
         Ok(Facts {
             renderer,
             inputs,

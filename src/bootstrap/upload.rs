@@ -31,7 +31,10 @@ pub(super) async fn upload_early(
     progress: &Progress,
 ) -> Result<Option<Uploaded>, BootstrapError> {
     let p = inputs.profile;
-    if matches!(p.container.source, ImageSource::Pull) {
+    if matches!(
+        p.container.source,
+        ImageSource::Pull | ImageSource::BuildRemote
+    ) {
         return Ok(None);
     }
     let image = &p.container.image;

@@ -19,6 +19,7 @@ pub async fn plan(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
         shortfalls,
         warnings,
     } = converge::prepare(ctx, &p, &dir, provider.as_ref()).await?;
+    converge::show_warnings(ctx, &warnings);
     let report = PlanReport {
         cluster: &p.name,
         plan: &plan,

@@ -191,6 +191,11 @@ pub enum ImageSource {
     /// An image already on this machine: sent once to the master, fanned out from there to
     /// the workers over the private network (air-gapped clouds; no N registry pulls).
     Transfer,
+    /// Built on the master from the same shipped recipe (a few kilobytes cross the user's
+    /// link, not the image), where the cloud's network reaches the package registries; then
+    /// fanned out from the master like `transfer`. For users with a slow uplink.
+    #[serde(rename = "build-remote")]
+    BuildRemote,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]

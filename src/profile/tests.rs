@@ -280,3 +280,40 @@ fn nearest_ignores_far_words() {
     assert_eq!(nearest("flavour", &["flavor", "image"]), Some("flavor"));
     assert_eq!(nearest("zzzzzz", &["flavor", "image"]), None);
 }
+
+/// `build-remote` builds only the recipe's own images: any other name is refused where the
+/// profile is read, with the names it can build; the recipe's names parse.
+#[test]
+fn build_remote_names_one_of_the_recipe_images() {
+    let with = |image: &str| {
+        format!("{GOOD}\n[container]\nimage = \"{image}\"\nsource = \"build-remote\"\n")
+    };
+    for image in crate::images::RECIPE_IMAGES {
+        let p = parse_str(&with(image)).unwrap();
+        assert_eq!(p.container.source, ImageSource::BuildRemote);
+    }
+    let e = parse_str(&with("lab/horovod:latest")).unwrap_err();
+    assert_eq!(e.field, "container.source", "{e}");
+    assert!(e.to_string().contains("not `lab/horovod:latest`"), "{e}");
+    assert!(
+        e.help
+            .as_deref()
+            .is_some_and(|h| h.contains(crate::images::HOROVOD_IMAGE)),
+        "{e:?}"
+    );
+    // the value's own spelling
+    let e = parse_str(&GOOD.replace(
+        "[storage]",
+        "[container]\nsource = \"build_remote\"\n\n[storage]",
+    ))
+    .unwrap_err();
+    assert!(e.to_string().contains("build-remote"), "{e}");
+    // only what the nodes run is built here for a local cluster; nothing for a cloud's
+    let mut p = parse_str(&with(crate::images::HOROVOD_IMAGE)).unwrap();
+    assert!(crate::provider::images_to_build(&p, false).is_empty());
+    p.provider = ProviderKind::Local;
+    assert_eq!(
+        crate::provider::images_to_build(&p, false),
+        ["base", "node"]
+    );
+}

@@ -4,7 +4,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::{AccessSpec, Profile, ProviderKind, StorageKind};
+use super::{AccessSpec, ImageSource, Profile, ProviderKind, StorageKind};
 use crate::input::{self, shown, Refused};
 
 /// A semantic problem found after parsing, before its place in the file is looked up.
@@ -70,6 +70,21 @@ pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
             "container.ssh_port",
             format!("port {} cannot be used", p.container.ssh_port),
             Some("the node's own sshd holds 22; Horovod's default here is 12345"),
+        ));
+    }
+    if p.container.source == ImageSource::BuildRemote
+        && !crate::images::RECIPE_IMAGES.contains(&p.container.image.as_str())
+    {
+        return Err(issue(
+            "container.source",
+            format!(
+                "build-remote builds the images of hvd-cluster's own recipe, not `{}`",
+                shown(&p.container.image)
+            ),
+            Some(&format!(
+                "set container.image to one of {}, or use \"transfer\" or \"pull\" for another image",
+                crate::images::RECIPE_IMAGES.join(", ")
+            )),
         ));
     }
     if p.storage.kind == StorageKind::Manila && p.provider == ProviderKind::Local {

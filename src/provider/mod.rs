@@ -196,6 +196,8 @@ pub fn blueprint(kind: ProviderKind) -> &'static dyn Blueprint {
 /// unless only the infrastructure is wanted.
 pub fn images_to_build(p: &Profile, infra_only: bool) -> &'static [&'static str] {
     match (p.provider, p.container.source) {
+        // the Horovod image is built on the master: here only what the nodes run
+        (ProviderKind::Local, ImageSource::BuildRemote) => &["base", "node"],
         (ProviderKind::Local, _) => &["all"],
         (_, ImageSource::Build) if !infra_only => &["horovod"],
         _ => &[],

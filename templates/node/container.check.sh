@@ -1,2 +1,5 @@
-# The Horovod container runs with this exact configuration.
+# The Horovod container runs with this exact configuration, on the image this node holds
+# under the profile's name (a rebuilt or pulled image replaces it).
+set -e
 test "$(docker inspect -f '{{ "{{" }}.State.Running}} {{ "{{" }}index .Config.Labels "hvd-cluster.config"}}' hvd 2>/dev/null)" = "true {{ config_hash }}"
+test "$(docker inspect -f '{{ "{{" }}.Image}}' hvd)" = "$(docker image inspect -f '{{ "{{" }}.Id}}' {{ image | shell_quote }})"
