@@ -34,8 +34,10 @@ pub const RECIPE_IMAGES: &[&str] = &[
     HOROVOD_CUDA_IMAGE,
 ];
 
-/// Our images built without CUDA: on a node with GPUs they train on its CPUs.
-const CPU_BUILDS: &[&str] = &[HOROVOD_IMAGE, HOROVOD_MPI_IMAGE, HOROVOD_TORCH_IMAGE];
+/// One of the recipe's images built without CUDA: on a node with GPUs it trains on its CPUs.
+fn is_cpu_build(image: &str) -> bool {
+    RECIPE_IMAGES.contains(&image) && !build_env(image).contains(&("HVD_CUDA", "1"))
+}
 
 /// The warning for a cluster whose nodes have GPUs (`master_gpus`, `worker_gpus` each of
 /// `workers`) while its image is one of our CPU builds; none for any other image, whose build
@@ -46,7 +48,7 @@ pub fn cpu_build_on_gpus(
     worker_gpus: u32,
     workers: u32,
 ) -> Option<String> {
-    if !CPU_BUILDS.contains(&image) {
+    if !is_cpu_build(image) {
         return None;
     }
     let workers_have = worker_gpus > 0 && workers > 0;
