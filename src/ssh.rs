@@ -253,15 +253,7 @@ impl Ssh {
         mut on_line: impl FnMut(&str),
     ) -> Result<String, SshError> {
         use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-        let mut child = self
-            .session
-            .raw_command("sudo -n bash -s")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .await
-            .map_err(|e| self.io("start a remote command", e))?;
+        let mut child = self.spawn_piped("sudo -n bash -s").await?;
         let (stdin, stdout, stderr) = (
             child.stdin().take(),
             child.stdout().take(),
@@ -355,15 +347,7 @@ impl Ssh {
         mut input: impl tokio::io::AsyncRead + Unpin,
         tail_lines: usize,
     ) -> Result<String, SshError> {
-        let mut child = self
-            .session
-            .raw_command(command)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .await
-            .map_err(|e| self.io("start a remote command", e))?;
+        let mut child = self.spawn_piped(command).await?;
         if let Some(mut stdin) = child.stdin().take() {
             tokio::io::copy(&mut input, &mut stdin)
                 .await
@@ -386,6 +370,18 @@ impl Ssh {
             });
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `command` on the node with stdin, stdout and stderr piped.
+    async fn spawn_piped(&self, command: &str) -> Result<openssh::Child<&Session>, SshError> {
+        self.session
+            .raw_command(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .await
+            .map_err(|e| self.io("start a remote command", e))
     }
 
     pub fn session(&self) -> &Session {
