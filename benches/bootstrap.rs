@@ -2,21 +2,37 @@
 //! image's fan-out as a tree (`--fanout 2`, the default) against the star the tool used
 //! before (`--fanout 1024`: the master serves every worker) in the same run. Prints, per run,
 //!
-//!   bootstrap nodes=N fanout=F seconds=S bytes_over_link=B
-//!   bootstrap nodes=N fanout=F re-up seconds=S bytes_over_link=B
+//!   bootstrap nodes=N fanout=F cpus=C seconds=S bytes_over_link=B
+//!   bootstrap nodes=N fanout=F cpus=C re-up seconds=S bytes_over_link=B
 //!
 //! (S: from "resources ready" to the end of the bootstrap, from `up`'s own progress lines;
-//! B: bytes this machine sent to the master for the image), then
+//! B: bytes this machine sent to the master for the image; C: each node's CPU share, see
+//! below), then
 //!
-//!   bootstrap ratio fanout=F 4/1=R4 8/1=R8
+//!   bootstrap ratio fanout=F cpus=C 4/1=R4 8/1=R8
 //!
 //! and a fan-out plan for 64 workers computed from the measured per-hop rate. Asserts nothing
-//! about time. On this 2-core machine every node's `docker load` shares the same two cores and
-//! disk, so the ratios show this machine's contention as much as the tree; the plan shows what
-//! the tree does where every node has its own.
+//! about time.
+//!
+//! Two modes:
+//!
+//! - `cpus=uncapped` (the default): every node container may use every core. On this 2-core
+//!   machine the nodes' `docker load`s then share the same two cores, so 8 nodes each get a
+//!   quarter of what 1 node got, and the ratios show this machine's contention as much as the
+//!   tree.
+//! - `HVD_BENCH_CPUS=0.25` (any share `HVD_CLUSTER_LOCAL_CPUS` takes): every node of every size
+//!   is created with `docker run --cpus 0.25`, so one node gets no more CPU than each of eight;
+//!   8 x 0.25 = 2 cores, so the nodes do not compete for CPU. A model of a cloud whose small
+//!   VMs each have their own CPU, not a cloud: the disk, the page cache, the bridge network
+//!   and this machine's own side (the `up` process, ssh, the image it sends, the engine that
+//!   runs the containers) are still shared, so the ratios are still an upper bound.
+//!
+//! `HVD_CLUSTER_LOCAL_CPUS` in the caller's environment is ignored: only `HVD_BENCH_CPUS`
+//! sets it. `HVD_BENCH_LOG_DIR=DIR` keeps each `up`'s progress output (per-step times) there.
 //!
 //!   cargo bench --bench bootstrap
 //!   HVD_BENCH_NODES=1,4 HVD_BENCH_FANOUT=2 cargo bench --bench bootstrap    # a subset
+//!   HVD_BENCH_CPUS=0.25 cargo bench --bench bootstrap                       # a CPU each
 
 use std::path::Path;
 use std::process::Command;
@@ -30,13 +46,31 @@ struct Up {
     hops: Vec<(f64, f64)>,
 }
 
-fn hvd(state: &Path, fanout: usize, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
+/// How every `hvd-cluster` call of the run is made.
+struct Run<'a> {
+    state: &'a Path,
+    /// `HVD_BENCH_CPUS`: each node's CPU share, or `None` for no limit.
+    cpus: Option<&'a str>,
+}
+
+impl Run<'_> {
+    /// As shown in the result lines.
+    fn cpus(&self) -> &str {
+        self.cpus.unwrap_or("uncapped")
+    }
+}
+
+fn hvd(run: &Run, fanout: usize, args: &[&str]) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"));
+    command
         .args(args)
-        .env("HVD_CLUSTER_STATE_DIR", state)
-        .env("HVD_CLUSTER_FANOUT", fanout.to_string())
-        .output()
-        .expect("run hvd-cluster");
+        .env("HVD_CLUSTER_STATE_DIR", run.state)
+        .env("HVD_CLUSTER_FANOUT", fanout.to_string());
+    match run.cpus {
+        Some(cpus) => command.env("HVD_CLUSTER_LOCAL_CPUS", cpus),
+        None => command.env_remove("HVD_CLUSTER_LOCAL_CPUS"),
+    };
+    let out = command.output().expect("run hvd-cluster");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if !out.status.success() {
         panic!(
@@ -121,6 +155,19 @@ fn main() {
     let base =
         std::fs::read_to_string(root.join("profiles/local.toml")).expect("profiles/local.toml");
     let dir = tempfile::tempdir().expect("temp dir");
+    let cpus = std::env::var("HVD_BENCH_CPUS").ok();
+    let run = Run {
+        state: dir.path(),
+        cpus: cpus.as_deref().map(str::trim).filter(|c| !c.is_empty()),
+    };
+    let c = run.cpus();
+    let log_dir = std::env::var_os("HVD_BENCH_LOG_DIR").map(std::path::PathBuf::from);
+    let keep = |what: &str, n: usize, degree: usize, log: &str| {
+        if let Some(dir) = &log_dir {
+            let file = dir.join(format!("{what}-nodes{n}-fanout{degree}-cpus{c}.log"));
+            std::fs::write(&file, log).expect("write the up's log");
+        }
+    };
     let mut hops = Vec::new();
     let mut image_bytes = 0u64;
     let mut one_node = None;
@@ -141,15 +188,19 @@ fn main() {
             let profile = dir.path().join(format!("{name}.toml"));
             std::fs::write(&profile, text).expect("write profile");
             let p = profile.to_str().expect("utf-8 path");
-            let first = parse_up(&hvd(dir.path(), degree, &["up", p]));
-            let again = parse_up(&hvd(dir.path(), degree, &["up", p]));
-            hvd(dir.path(), degree, &["down", p]);
+            let log = hvd(&run, degree, &["up", p]);
+            keep("up", n, degree, &log);
+            let first = parse_up(&log);
+            let log = hvd(&run, degree, &["up", p]);
+            keep("re-up", n, degree, &log);
+            let again = parse_up(&log);
+            hvd(&run, degree, &["down", p]);
             println!(
-                "bootstrap nodes={n} fanout={degree} seconds={:.1} bytes_over_link={}",
+                "bootstrap nodes={n} fanout={degree} cpus={c} seconds={:.1} bytes_over_link={}",
                 first.bootstrap_secs, first.bytes_over_link
             );
             println!(
-                "bootstrap nodes={n} fanout={degree} re-up seconds={:.1} bytes_over_link={}",
+                "bootstrap nodes={n} fanout={degree} cpus={c} re-up seconds={:.1} bytes_over_link={}",
                 again.bootstrap_secs, again.bytes_over_link
             );
             image_bytes = image_bytes.max(first.bytes_over_link);
@@ -165,7 +216,10 @@ fn main() {
             .filter(|(n, _)| *n != 1)
             .filter_map(|(n, s)| one.map(|o| format!("{n}/1={:.2}", s / o)))
             .collect();
-        println!("bootstrap ratio fanout={degree} {}", ratios.join(" "));
+        println!(
+            "bootstrap ratio fanout={degree} cpus={c} {}",
+            ratios.join(" ")
+        );
     }
     // The plan for 64 workers from the slowest measured hop (bytes/s as one stream saw it).
     let rate = hops
@@ -175,7 +229,7 @@ fn main() {
     if rate.is_finite() && image_bytes > 0 {
         let e = fanout::estimate(64, image_bytes, rate, fanout::DEGREE, 0.05);
         println!(
-            "fan-out plan for 64 workers: {:.0} MB at {:.1} MB/s per hop; star (the master serves all 64) {:.0}s; \
+            "fan-out plan for 64 workers (cpus={c}): {:.0} MB at {:.1} MB/s per hop; star (the master serves all 64) {:.0}s; \
              tree (fanout {}, depth {}, pipelined) {:.0}s",
             image_bytes as f64 / 1e6,
             rate / 1e6,

@@ -14,6 +14,10 @@ use crate::cmd::Target;
 /// image, network or interface the cloud does not know), 3 quota shortfall (nothing was
 /// created), 10 `plan` found changes, 130 interrupted (run `up` again to resume, or `down`
 /// to remove everything).
+///
+/// Environment: HVD_CLUSTER_APT_MIRROR names the Debian mirror for image builds;
+/// HVD_CLUSTER_LOCAL_CPUS (e.g. 0.25) gives every node container the local provider creates
+/// that share of this machine's CPUs (`docker run --cpus`; unset or empty: no limit).
 #[derive(Parser, Debug)]
 #[command(name = "hvd-cluster", version, max_term_width = 100)]
 pub struct Args {

@@ -14,7 +14,7 @@ use crate::cmd::{Context, Error};
 use crate::images;
 use crate::input;
 use crate::plan::{self, Health, Plan, Role, Shortfall};
-use crate::profile::{self, Profile};
+use crate::profile::{self, Profile, ProviderKind};
 use crate::provider::{self, Place, Provider};
 use crate::render::HostSlots;
 use crate::ssh;
@@ -93,9 +93,12 @@ pub async fn converge(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8
     let p = profile::load(file)?;
     cluster::check_state_dir_for_ssh(ctx, &p.name).map_err(Error::Usage)?;
     let targets = provider::images_to_build(&p, infra_only);
+    // bad input is refused before any file is written
     if !targets.is_empty() {
-        // bad input is refused before any file is written
         images::mirror_from_env()?;
+    }
+    if p.provider == ProviderKind::Local {
+        provider::local::cpus_from_env()?;
     }
     let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
     let _lock = dir.lock()?;

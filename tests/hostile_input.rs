@@ -511,6 +511,46 @@ fn the_base_profile_is_valid_so_each_case_fails_for_its_own_reason() {
     sandbox.assert_untouched(&before, "validate BASE");
 }
 
+/// The local nodes' CPU share comes from the environment and reaches `docker run --cpus`:
+/// checked by its own grammar before any file is written, any image built or any container made.
+#[test]
+fn a_hostile_local_cpu_share_is_refused_before_anything_happens() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    let sandbox = Sandbox::new();
+    let canary = sandbox.canary.display().to_string();
+    let profile = sandbox.profile(
+        0,
+        "name = \"demo\"\nprovider = \"local\"\n\n[master]\n\n[workers]\ncount = 1\n",
+    );
+    let profile = profile.to_str().unwrap();
+    let before = sandbox.snapshot();
+    for bad in [
+        OsString::from("-1"),
+        OsString::from("0"),
+        OsString::from("1e3"),
+        OsString::from(format!("0.25; touch {canary}")),
+        OsString::from("0.25 --privileged"),
+        OsString::from("9".repeat(4096)),
+        OsString::from("\u{1b}[31m1"),
+        OsString::from_vec(b"0.5\xff".to_vec()),
+    ] {
+        let out = sandbox
+            .command(&sandbox.state, false)
+            .env("HVD_CLUSTER_LOCAL_CPUS", &bad)
+            .args(["up", profile])
+            .output()
+            .unwrap();
+        let shown = bad.to_string_lossy();
+        let case = format!(
+            "up with HVD_CLUSTER_LOCAL_CPUS={:?}",
+            shown.chars().take(40).collect::<String>()
+        );
+        assert_refused(&out, &case, "HVD_CLUSTER_LOCAL_CPUS");
+        sandbox.assert_untouched(&before, &case);
+    }
+}
+
 /// The Debian mirror for the image builds comes from the environment: checked by its own
 /// grammar before any file is written or anything is built (it would reach apt sources and a
 /// `sed` replacement in the build script).

@@ -53,6 +53,9 @@ pub enum Error {
     Check(#[from] CheckError),
     #[error(transparent)]
     Images(#[from] ImageError),
+    /// Bad input (exit 2): a local-provider setting from the environment.
+    #[error(transparent)]
+    Local(#[from] crate::provider::local::SettingError),
     /// Bad arguments: exit 2.
     #[error("{0}")]
     Usage(String),
@@ -83,6 +86,7 @@ impl Error {
             Error::Profile(_)
             | Error::Usage(_)
             | Error::Images(ImageError::Mirror(_))
+            | Error::Local(_)
             | Error::Provider(ProviderError::Resolve { .. }) => 2,
             Error::Quota(_) | Error::Provider(ProviderError::Quota(_)) => 3,
             Error::Apply(ApplyError::Step {

@@ -258,3 +258,61 @@ fn apt_mirrors_are_plain_http_urls() {
         assert!(!e.0.contains('\n'), "shown escaped: {}", e.0);
     }
 }
+
+#[test]
+fn cpu_shares_are_plain_decimals_within_the_machine() {
+    for (ok, millis, shown_back) in [
+        ("0.25", 250, "0.25"),
+        ("1", 1000, "1"),
+        ("1.5", 1500, "1.5"),
+        ("0.01", 10, "0.01"),
+        ("0.125", 125, "0.125"),
+        ("2", 2000, "2"),
+        ("2.000", 2000, "2"),
+        ("007", 7000, "7"),
+    ] {
+        let share = CpuShare::parse(ok, 8).expect(ok);
+        assert_eq!(share.millis(), millis, "{ok}");
+        assert_eq!(share.to_string(), shown_back, "{ok}");
+    }
+    let huge = "9".repeat(5000);
+    for bad in [
+        "",
+        "-1",
+        "+1",
+        "0",
+        "0.0",
+        "0.009",
+        "abc",
+        "1e3",
+        "0x1",
+        "inf",
+        "NaN",
+        ".5",
+        "1.",
+        "1.5.5",
+        "1,5",
+        " 1",
+        "1 ",
+        "0.2500",
+        "0.25; rm -rf /",
+        "$(id)",
+        "1\n--privileged",
+        "\u{1b}[31m1",
+        "١",
+        "9",
+        "1000",
+        "18446744073709551617",
+        huge.as_str(),
+    ] {
+        let e = CpuShare::parse(bad, 8).expect_err(bad);
+        assert!(e.0.contains("is not a CPU share"), "{bad}: {}", e.0);
+        assert!(!e.0.contains('\n') && !e.0.contains('\u{1b}'), "{}", e.0);
+        assert!(e.0.len() < 200, "{} bytes", e.0.len());
+    }
+    // the machine's count is the most one node may have
+    assert!(CpuShare::parse("2", 2).is_ok());
+    let e = CpuShare::parse("2.001", 2).unwrap_err();
+    assert!(e.0.contains("this machine has 2 CPU(s)"), "{}", e.0);
+    assert!(CpuShare::parse("0.5", 0).is_err());
+}

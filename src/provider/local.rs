@@ -6,12 +6,14 @@
 //! removes exactly those.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 
 use serde::Deserialize;
 use tokio::process::Command;
 
 use futures::future::BoxFuture;
 
+use crate::input::CpuShare;
 use crate::plan::{Blueprint, Desired, Health, Kind, Names, Observed, Role, Spec};
 use crate::profile::Profile;
 use crate::provider::{Provider, ProviderError, Screen};
@@ -20,6 +22,43 @@ use crate::state::Node;
 pub const LABEL: &str = "hvd-cluster";
 /// The node image (what a cloud VM looks like): sshd, dockerd, nfs-ganesha.
 pub const NODE_IMAGE: &str = "hvd-cluster/node:bookworm";
+
+/// The environment variable giving every node container created from then on this share of
+/// the machine's CPUs (`docker run --cpus`); unset or empty: no limit. Nodes that already exist
+/// keep what they were created with.
+pub const CPUS_VAR: &str = "HVD_CLUSTER_LOCAL_CPUS";
+
+/// Bad input (exit 2): a local-provider setting from the environment.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingError {
+    #[error("HVD_CLUSTER_LOCAL_CPUS: {0}")]
+    Cpus(String),
+}
+
+/// The CPU share named by [`CPUS_VAR`], checked by its grammar against this machine's CPU
+/// count (`up` checks it before any file is written; node creation reads it again).
+pub fn cpus_from_env() -> Result<Option<CpuShare>, SettingError> {
+    let machine = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cpus_from(std::env::var_os(CPUS_VAR), machine)
+}
+
+fn cpus_from(
+    value: Option<OsString>,
+    machine_cpus: usize,
+) -> Result<Option<CpuShare>, SettingError> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let Some(text) = value.to_str() else {
+        return Err(SettingError::Cpus("the value is not valid UTF-8".into()));
+    };
+    if text.is_empty() {
+        return Ok(None);
+    }
+    CpuShare::parse(text, machine_cpus)
+        .map(Some)
+        .map_err(|e| SettingError::Cpus(e.0))
+}
 
 pub struct LocalProvider {
     public_key: Option<String>,
@@ -205,6 +244,8 @@ impl LocalProvider {
             .public_key
             .as_deref()
             .ok_or_else(|| ProviderError::Cloud("no public key for the node".into()))?;
+        // `up` refused a bad value before anything was created; this only reads it again.
+        let cpus = cpus_from_env().map_err(|e| ProviderError::Cloud(e.to_string()))?;
         let docker_volume = format!("{}-docker", d.name);
         let label = format!("{LABEL}={cluster}");
         docker(&[
@@ -242,6 +283,9 @@ impl LocalProvider {
         ];
         if role == Role::Master {
             args.extend(["-p".into(), "127.0.0.1::8888".into()]);
+        }
+        if let Some(cpus) = cpus {
+            args.extend(["--cpus".into(), cpus.to_string()]);
         }
         args.extend(self.security_options().await);
         args.push(NODE_IMAGE.into());
@@ -458,5 +502,36 @@ impl Provider for LocalProvider {
         cluster: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
         Box::pin(LocalProvider::jupyter_endpoint(self, cluster))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_share_from_the_environment() {
+        use std::os::unix::ffi::OsStringExt;
+        assert_eq!(cpus_from(None, 2).unwrap(), None);
+        assert_eq!(cpus_from(Some("".into()), 2).unwrap(), None);
+        assert_eq!(
+            cpus_from(Some("0.25".into()), 2)
+                .unwrap()
+                .map(|c| c.to_string()),
+            Some("0.25".into())
+        );
+        let e = cpus_from(Some(OsString::from_vec(b"0.2\xff".to_vec())), 2).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "HVD_CLUSTER_LOCAL_CPUS: the value is not valid UTF-8"
+        );
+        let e = cpus_from(Some("0.25; rm -rf /".into()), 2).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("HVD_CLUSTER_LOCAL_CPUS: `0.25; rm -rf /` is not a CPU share"),
+            "{e}"
+        );
+        let e = cpus_from(Some("3".into()), 2).unwrap_err();
+        assert!(e.to_string().contains("this machine has 2 CPU(s)"), "{e}");
     }
 }
