@@ -3,6 +3,8 @@
 //! with its own Docker engine from nothing (debootstrap from its apt sources' mirror, PyPI),
 //! shows the build's steps, and sends the image to the worker down the usual fan-out; the
 //! acceptance check passes on that build. A second `up` finds it up to date and sends nothing.
+//! Before all that, a first `up` is interrupted (Ctrl-C) in the middle of the master's build:
+//! the build on the master stops with it, and the next `up` finishes it.
 //!
 //! Not part of scripts/test: a from-nothing build on the master takes ~15-25 minutes on a
 //! 2-core machine, which CI's time does not allow beside the rest. Run it by hand:
@@ -14,7 +16,9 @@
 
 mod common;
 
-use std::process::Command;
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::TestCluster;
 
@@ -29,6 +33,56 @@ fn image_id_on(c: &TestCluster, node: &str) -> String {
     .to_string()
 }
 
+/// Starts `up`, sends SIGINT once `marker` shows in its progress, and waits for it to exit;
+/// what it printed until then.
+fn interrupt_up(c: &TestCluster, marker: &str) -> String {
+    let mut child = c
+        .command(&["up", &c.profile])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("up");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            eprintln!("[interrupted up] {line}");
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(900);
+    let mut printed = String::new();
+    loop {
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(line) if line.contains(marker) => break,
+            Ok(line) => printed.push_str(&(line + "\n")),
+            _ if Instant::now() > deadline => panic!("up never printed {marker:?}"),
+            _ => {}
+        }
+    }
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill")
+        .success());
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130), "Ctrl-C exits 130");
+    printed
+}
+
+/// Whether a build-images is still running on the local provider's node `node`.
+fn building_on(node: &str) -> bool {
+    Command::new("docker")
+        .args(["exec", node, "pgrep", "-f", "scripts/build-images"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
 #[test]
 #[ignore = "builds the Horovod image from nothing on the master (~20 min): run by hand"]
 fn build_remote_builds_on_the_master_and_fans_out() {
@@ -39,6 +93,21 @@ fn build_remote_builds_on_the_master_and_fans_out() {
     let (name, profile) = (c.name.as_str(), c.profile.as_str());
     let master = format!("{name}-master");
     let worker = format!("{name}-worker-1");
+
+    // Ctrl-C while the master compiles: its build stops too (nothing left running there).
+    let interrupted = interrupt_up(&c, "Step 10/39");
+    assert!(
+        interrupted.contains("base: debootstrap --variant=minbase bookworm"),
+        "{interrupted}"
+    );
+    let stopped = Instant::now();
+    while building_on(&master) {
+        assert!(
+            stopped.elapsed() < Duration::from_secs(90),
+            "the build on the master outlived the interrupted `up`"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
 
     let up = c.hvd(&["up", profile]);
     let stdout = String::from_utf8_lossy(&up.stdout).to_string();
@@ -55,8 +124,8 @@ fn build_remote_builds_on_the_master_and_fans_out() {
             "{stderr}"
         );
         assert!(
-            stderr.contains("base: debootstrap --variant=minbase bookworm"),
-            "{stderr}"
+            stderr.contains("base: hvd-cluster/debian:bookworm up to date"),
+            "the base the interrupted build made is kept: {stderr}"
         );
         assert!(
             stderr.contains(&format!("{master}: {IMAGE} built on the master in")),
