@@ -511,12 +511,13 @@ fn the_base_profile_is_valid_so_each_case_fails_for_its_own_reason() {
     sandbox.assert_untouched(&before, "validate BASE");
 }
 
-/// The local nodes' CPU share comes from the environment and reaches `docker run --cpus`:
-/// checked by its own grammar before any file is written, any image built or any container made.
-#[test]
-fn a_hostile_local_cpu_share_is_refused_before_anything_happens() {
-    use std::ffi::OsString;
-    use std::os::unix::ffi::OsStringExt;
+/// `up` of a local profile with `var` set to each of `values` (given the sandbox's canary
+/// path): refused by the variable's own grammar (exit 2, the variable named) before any file
+/// is written, any image built or any container made.
+fn up_refuses_env_before_anything_happens(
+    var: &str,
+    values: impl Fn(&str) -> Vec<std::ffi::OsString>,
+) {
     let sandbox = Sandbox::new();
     let canary = sandbox.canary.display().to_string();
     let profile = sandbox.profile(
@@ -525,65 +526,60 @@ fn a_hostile_local_cpu_share_is_refused_before_anything_happens() {
     );
     let profile = profile.to_str().unwrap();
     let before = sandbox.snapshot();
-    for bad in [
-        OsString::from("-1"),
-        OsString::from("0"),
-        OsString::from("1e3"),
-        OsString::from(format!("0.25; touch {canary}")),
-        OsString::from("0.25 --privileged"),
-        OsString::from("9".repeat(4096)),
-        OsString::from("\u{1b}[31m1"),
-        OsString::from_vec(b"0.5\xff".to_vec()),
-    ] {
+    for bad in values(&canary) {
         let out = sandbox
             .command(&sandbox.state, false)
-            .env("HVD_CLUSTER_LOCAL_CPUS", &bad)
+            .env(var, &bad)
             .args(["up", profile])
             .output()
             .unwrap();
         let shown = bad.to_string_lossy();
         let case = format!(
-            "up with HVD_CLUSTER_LOCAL_CPUS={:?}",
+            "up with {var}={:?}",
             shown.chars().take(40).collect::<String>()
         );
-        assert_refused(&out, &case, "HVD_CLUSTER_LOCAL_CPUS");
+        assert_refused(&out, &case, var);
         sandbox.assert_untouched(&before, &case);
     }
 }
 
+/// The local nodes' CPU share comes from the environment and reaches `docker run --cpus`:
+/// checked by its own grammar before anything happens.
+#[test]
+fn a_hostile_local_cpu_share_is_refused_before_anything_happens() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    up_refuses_env_before_anything_happens("HVD_CLUSTER_LOCAL_CPUS", |canary| {
+        vec![
+            OsString::from("-1"),
+            OsString::from("0"),
+            OsString::from("1e3"),
+            OsString::from(format!("0.25; touch {canary}")),
+            OsString::from("0.25 --privileged"),
+            OsString::from("9".repeat(4096)),
+            OsString::from("\u{1b}[31m1"),
+            OsString::from_vec(b"0.5\xff".to_vec()),
+        ]
+    });
+}
+
 /// The Debian mirror for the image builds comes from the environment: checked by its own
-/// grammar before any file is written or anything is built (it would reach apt sources and a
-/// `sed` replacement in the build script).
+/// grammar before anything happens (it would reach apt sources and a `sed` replacement in the
+/// build script).
 #[test]
 fn a_hostile_apt_mirror_is_refused_before_anything_happens() {
-    let sandbox = Sandbox::new();
-    let canary = sandbox.canary.display().to_string();
-    let profile = sandbox.profile(
-        0,
-        "name = \"demo\"\nprovider = \"local\"\n\n[master]\n\n[workers]\ncount = 1\n",
-    );
-    let profile = profile.to_str().unwrap();
-    let before = sandbox.snapshot();
-    for bad in [
-        format!("http://deb.debian.org/debian|touch {canary}"),
-        format!("http://x/$(touch {canary})"),
-        "http://x/debian\nURIs: http://evil/debian".to_string(),
-        "ftp://deb.debian.org/debian".to_string(),
-        "http://x/../../etc".to_string(),
-        format!("http://x/{}", "a".repeat(4096)),
-        "http://x/\u{1b}[31mred".to_string(),
-    ] {
-        let out = sandbox
-            .command(&sandbox.state, false)
-            .env("HVD_CLUSTER_APT_MIRROR", &bad)
-            .args(["up", profile])
-            .output()
-            .unwrap();
-        let case = format!(
-            "up with HVD_CLUSTER_APT_MIRROR={:?}",
-            &bad[..bad.len().min(40)]
-        );
-        assert_refused(&out, &case, "HVD_CLUSTER_APT_MIRROR");
-        sandbox.assert_untouched(&before, &case);
-    }
+    up_refuses_env_before_anything_happens("HVD_CLUSTER_APT_MIRROR", |canary| {
+        [
+            format!("http://deb.debian.org/debian|touch {canary}"),
+            format!("http://x/$(touch {canary})"),
+            "http://x/debian\nURIs: http://evil/debian".to_string(),
+            "ftp://deb.debian.org/debian".to_string(),
+            "http://x/../../etc".to_string(),
+            format!("http://x/{}", "a".repeat(4096)),
+            "http://x/\u{1b}[31mred".to_string(),
+        ]
+        .into_iter()
+        .map(Into::into)
+        .collect()
+    });
 }
