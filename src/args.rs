@@ -1,11 +1,17 @@
-//! The command line's shape: every command, argument and help text, as clap reads them. No
-//! logic: [`crate::cmd`] runs what is parsed here.
+//! The command line's shape: every command, argument and help text, as clap reads them, and
+//! which function of [`crate::cmd`] runs each ([`Command::run`]). No other logic.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use crate::cmd::Target;
+use crate::cluster::Target;
+use crate::cmd::{
+    bench, check, down, heal, jupyter, plan, run, scale, ssh, ssh_config, status, up, validate,
+};
+use crate::context::Context;
+use crate::error::Error;
 
 /// Turn one TOML profile into a working Horovod cluster on OpenStack, and remove it again.
 ///
@@ -184,6 +190,10 @@ pub enum Command {
         target: TargetArgs,
         #[arg(long)]
         json: bool,
+        /// Ask the master over SSH which workers elastic discovery lists (default: what
+        /// hvd-cluster last wrote there, kept in the cluster's folder; no SSH)
+        #[arg(long)]
+        live: bool,
     },
     /// Delete everything tagged with the cluster, last created first; safe to repeat
     Down {
@@ -223,6 +233,90 @@ impl From<TargetArgs> for Target {
                 name: String::new(),
                 cloud: t.cloud,
             },
+        }
+    }
+}
+
+impl Command {
+    /// Whether the command handles Ctrl-C itself (stopping what it started on the nodes), so
+    /// that `main` must not drop it at the first signal.
+    pub fn handles_interrupt(&self) -> bool {
+        matches!(self, Command::Bench { .. })
+    }
+
+    /// Runs one parsed command.
+    pub async fn run(self, ctx: &mut Context) -> Result<u8, Error> {
+        match self {
+            Command::Validate { file } => validate::validate(ctx, &file).await,
+            Command::Plan { file, json } => plan::plan(ctx, &file, json).await,
+            Command::Up { file, infra_only } => up::up(ctx, &file, infra_only).await,
+            Command::Scale {
+                file,
+                workers,
+                drain_grace,
+            } => {
+                ctx.drain_grace = Duration::from_secs(drain_grace);
+                scale::scale(ctx, &file, workers).await
+            }
+            Command::Heal {
+                file,
+                watch,
+                drain_grace,
+            } => {
+                ctx.drain_grace = Duration::from_secs(drain_grace);
+                heal::heal(ctx, &file, watch.map(Duration::from_secs)).await
+            }
+            Command::Check { file, json } => check::check(ctx, &file, json).await,
+            Command::Run {
+                file,
+                elastic,
+                min_np,
+                max_np,
+                send,
+                mpi_args,
+                command,
+            } => {
+                run::run(
+                    ctx,
+                    &file,
+                    elastic.then_some((min_np, max_np)),
+                    &send,
+                    mpi_args.as_deref(),
+                    &command,
+                )
+                .await
+            }
+            Command::Bench {
+                file,
+                slots,
+                model,
+                batch_size,
+                framework,
+                steps,
+                warmup,
+                json,
+            } => {
+                let raw = crate::bench::Raw {
+                    slots: slots.as_deref(),
+                    model: model.as_deref(),
+                    batch_size: batch_size.as_deref(),
+                    framework: framework.as_deref(),
+                    steps: steps.as_deref(),
+                    warmup: warmup.as_deref(),
+                };
+                bench::bench(ctx, &file, &raw, json).await
+            }
+            Command::Ssh {
+                file,
+                node,
+                command,
+            } => ssh::ssh(ctx, &file, node.as_deref(), &command).await,
+            Command::SshConfig { file } => ssh_config::ssh_config(ctx, &file).await,
+            Command::Jupyter { file } => jupyter::jupyter(ctx, &file).await,
+            Command::Status { target, json, live } => {
+                status::status(ctx, target.into(), json, live).await
+            }
+            Command::Down { target } => down::down(ctx, target.into()).await,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! What many commands share about a cluster that exists: its folder and nodes
-//! ([`existing`], [`target`]), how its nodes are reached ([`Reach`]: the one place the
+//! ([`existing`], [`target`] of a [`Target`]), how its nodes are reached ([`Reach`]: the one place the
 //! ssh_config is written), and an opened cluster ([`Opened`]: a session to every node, the
 //! Jupyter token, the subnet, the Jupyter URL).
 
@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::bootstrap::{self, BootstrapError, NodeSession};
-use crate::cmd::{Context, Error, Target};
+use crate::context::Context;
+use crate::error::Error;
 use crate::input::{self, ClusterName, CLUSTER_NAME_RULE};
 use crate::plan::Role;
 use crate::profile::{self, JupyterAccess, Profile};
@@ -67,6 +68,12 @@ impl Existing {
     pub async fn open(&self, ctx: &Context) -> Result<Opened, Error> {
         open(ctx, &self.profile, &self.dir, &self.nodes).await
     }
+}
+
+/// What `status` and `down` act on.
+pub enum Target {
+    Profile(PathBuf),
+    Cluster { name: String, cloud: Option<String> },
 }
 
 /// Resolves a `status`/`down` target to a cluster name, its folder and a connected provider.
@@ -184,6 +191,8 @@ pub struct Opened {
     pub share_export: Option<String>,
     /// Children per node in the image's fan-out tree.
     pub fanout: usize,
+    /// `container.source = "pull"`: what the master's pull needs (read by `up`).
+    pub pull_access: Option<crate::registry::PullAccess>,
 }
 
 /// Generates the Jupyter token once; it lives in the cluster folder (0600), never in output
@@ -229,6 +238,7 @@ pub async fn open(
         clients_cidr,
         share_export: None,
         fanout: ctx.fanout,
+        pull_access: None,
     })
 }
 
@@ -265,6 +275,7 @@ impl Opened {
             clients_cidr: self.clients_cidr.clone(),
             share_export: self.share_export.clone(),
             fanout: self.fanout,
+            pull_access: self.pull_access.clone(),
         }
     }
 

@@ -1,24 +1,26 @@
-//! Converging a cluster to its profile, the work `up`, `scale` and `heal` share: connect and
-//! resolve names, observe and plan (with quotas, and for `heal` a probe of the workers over
-//! SSH), drain leaving workers from elastic discovery, apply, then bootstrap every node, list
-//! the workers for elastic jobs, and run the acceptance check.
+//! Converging a cluster to its profile, the work `up`, `scale` and `heal` share, in two
+//! halves that return what they did (the command prints it): [`provision`] connects and
+//! resolves names, observes and plans (with quotas, and for `heal` a probe of the workers
+//! over SSH), drains leaving workers from elastic discovery and applies; [`bootstrap_and_check`]
+//! bootstraps every node, lists the workers for elastic jobs and runs the acceptance check.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::bootstrap;
-use crate::check;
+use crate::check::{self, CheckReport};
 use crate::cluster::{self, Reach};
-use crate::cmd::output::{print_check, print_nodes, summary};
-use crate::cmd::{Context, Error};
+use crate::context::Context;
+use crate::error::Error;
 use crate::images;
 use crate::input;
 use crate::plan::{self, Health, Plan, Role, Shortfall};
-use crate::profile::{self, Profile, ProviderKind};
+use crate::profile::{self, ImageSource, Profile};
 use crate::provider::{self, Place, Provider};
+use crate::registry;
 use crate::render::HostSlots;
 use crate::ssh;
-use crate::state::ClusterDir;
+use crate::state::{ClusterDir, ClusterState, LockGuard};
 
 /// Connects to the provider a profile names and resolves every name it uses.
 pub async fn connect(ctx: &Context, p: &Profile) -> Result<Box<dyn Provider>, Error> {
@@ -87,21 +89,49 @@ pub async fn prepare(
     })
 }
 
-/// `up` (and `scale`, `heal`): create or converge, bootstrap, check, print the Jupyter URL.
-pub async fn converge(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8, Error> {
-    let started = std::time::Instant::now();
+/// A cluster whose resources exist as the profile says, locked against a second `up` until
+/// dropped: what [`provision`] returns and [`bootstrap_and_check`] takes.
+pub struct Provisioned {
+    pub profile: Profile,
+    pub dir: ClusterDir,
+    pub provider: Box<dyn Provider>,
+    /// The saved state, with every node and its slots.
+    pub state: ClusterState,
+    /// `container.source = "pull"`: the registry's credentials and CA (never saved).
+    pub pull_access: Option<registry::PullAccess>,
+    /// When the command started (for the times it reports).
+    pub started: Instant,
+    _lock: LockGuard,
+}
+
+/// A bootstrapped cluster that passed the acceptance check.
+pub struct Ready {
+    pub check: CheckReport,
+    /// The Jupyter URL as the user is told it (or how to get one).
+    pub jupyter_url: String,
+}
+
+/// The first half of `up` (and `scale`, `heal`): the images this machine builds, then create
+/// or converge the cloud's resources. Bad input is refused before any file is written.
+pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<Provisioned, Error> {
+    let started = Instant::now();
     let p = profile::load(file)?;
     cluster::check_state_dir_for_ssh(ctx, &p.name).map_err(Error::Usage)?;
     let targets = provider::images_to_build(&p, infra_only);
-    // bad input is refused before any file is written
     if !targets.is_empty() {
         images::mirror_from_env()?;
     }
-    if p.provider == ProviderKind::Local {
-        provider::local::cpus_from_env()?;
-    }
+    provider::check_environment(&p)?;
+    let pull_access = match p.container.source {
+        ImageSource::Pull if !infra_only => Some(registry::pull_access(
+            &p.container.image,
+            p.container.registry_ca.as_deref(),
+            file,
+        )?),
+        _ => None,
+    };
     let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
-    let _lock = dir.lock()?;
+    let lock = dir.lock()?;
     if !targets.is_empty() {
         ctx.progress
             .line("images: building what is missing (the first time takes minutes)");
@@ -129,9 +159,8 @@ pub async fn converge(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8
     saved.ssh_user = Some(p.ssh_user.clone());
     dir.save(&saved)?;
     provider.set_public_key(dir.ensure_keypair()?);
-    let provider = provider.as_ref();
 
-    let applier = ctx.applier(provider, &dir, dir.load()?);
+    let applier = ctx.applier(provider.as_ref(), &dir, dir.load()?);
     if plan.is_noop() {
         ctx.progress.line(format!(
             "cluster `{}`: every resource exists; nothing to change",
@@ -139,49 +168,67 @@ pub async fn converge(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8
         ));
     } else {
         ctx.progress
-            .line(format!("cluster `{}`: {}", p.name, summary(&plan)));
+            .line(format!("cluster `{}`: {}", p.name, plan.summary()));
         if !infra_only {
             drain_leaving_workers(ctx, &p, &dir, &plan).await?;
         }
         applier.apply(&plan).await?;
     }
-    let mut st = applier.state();
-    st.nodes = cluster::nodes_with_slots(&p, provider.nodes(&p.name).await?);
-    dir.save(&st)?;
+    let mut state = applier.state();
+    state.nodes = cluster::nodes_with_slots(&p, provider.nodes(&p.name).await?);
+    dir.save(&state)?;
     ctx.progress.line(format!(
         "resources ready after {:.1}s, {} API calls",
         started.elapsed().as_secs_f64(),
         provider.calls()
     ));
-    print_nodes(&p.name, &st);
-    if infra_only {
-        return Ok(0);
-    }
-    let mut opened = cluster::open(ctx, &p, &dir, &st.nodes).await?;
+    Ok(Provisioned {
+        profile: p,
+        dir,
+        provider,
+        state,
+        pull_access,
+        started,
+        _lock: lock,
+    })
+}
+
+/// The second half of `up`: bootstrap every node, list the workers for elastic jobs, run the
+/// acceptance check (a real horovodrun over every slot) and find the Jupyter URL.
+pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready, Error> {
+    let (p, provider) = (&c.profile, c.provider.as_ref());
+    let mut opened = cluster::open(ctx, p, &c.dir, &c.state.nodes).await?;
     if p.storage.kind == profile::StorageKind::Manila {
         opened.share_export = provider.share_export(&p.name).await?;
     }
+    opened.pull_access = c.pull_access.clone();
     let changed =
-        bootstrap::bootstrap(&opened.inputs(&p, &dir), &opened.sessions, &ctx.progress).await?;
+        bootstrap::bootstrap(&opened.inputs(p, &c.dir), &opened.sessions, &ctx.progress).await?;
     ctx.progress.line(format!(
         "bootstrap: {changed} step(s) changed something, after {:.1}s",
-        started.elapsed().as_secs_f64()
+        c.started.elapsed().as_secs_f64()
     ));
     let workers: Vec<_> = bootstrap::host_slots(&opened.sessions)
         .into_iter()
         .skip(1)
         .collect();
     bootstrap::write_discovery(opened.master(), &workers).await?;
-    let url = opened.jupyter_url(&p, provider).await?;
-    let report = check::run(&p, &opened.sessions, Some(&url.reachable)).await?;
-    print_check(&report);
-    println!("Jupyter Lab: {}", url.shown);
-    ctx.progress.line(format!(
-        "cluster `{}` ready after {:.1}s",
-        p.name,
-        started.elapsed().as_secs_f64()
-    ));
-    Ok(0)
+    keep_discovery(&c.dir, &workers)?;
+    let url = opened.jupyter_url(p, provider).await?;
+    let check = check::run(p, &opened.sessions, Some(&url.reachable)).await?;
+    Ok(Ready {
+        check,
+        jupyter_url: url.shown,
+    })
+}
+
+/// Keeps in the cluster's folder which workers the master's discovery file now lists, so
+/// `status` can say it without an SSH round trip.
+fn keep_discovery(dir: &ClusterDir, listed: &[HostSlots]) -> Result<(), Error> {
+    let mut st = dir.load()?;
+    st.discovery = Some(listed.iter().map(|h| h.name().to_string()).collect());
+    dir.save(&st)?;
+    Ok(())
 }
 
 /// Workers about to be deleted leave the elastic job first: they are dropped from the
@@ -235,6 +282,7 @@ async fn drain_leaving_workers(
         .collect::<Result<_, String>>()
         .map_err(|e| Error::Runtime(format!("{}: {e}", dir.state_file().display())))?;
     bootstrap::write_discovery(&sessions[0], &staying).await?;
+    keep_discovery(dir, &staying)?;
     ctx.progress.line(format!(
         "dropped {} from elastic discovery; giving running jobs {}s to let them go",
         leaving.join(", "),

@@ -13,7 +13,8 @@ use crate::progress::Progress;
 
 /// Image names the build produces (see `scripts/build-images`).
 pub const BASE_IMAGE: &str = "hvd-cluster/debian:bookworm";
-pub const NODE_IMAGE: &str = crate::provider::local::NODE_IMAGE;
+/// What a cloud VM looks like: the local provider's nodes run it.
+pub const NODE_IMAGE: &str = "hvd-cluster/node:bookworm";
 pub const HOROVOD_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-hvd0.28.1";
 /// The same with Debian's Open MPI, horovod built for Gloo and MPI.
 pub const HOROVOD_MPI_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-hvd0.28.1-mpi";

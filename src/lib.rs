@@ -2,16 +2,30 @@
 //!
 //! The flow runs one way: [`profile`] (parse + validate) → [`plan`] (the provider's
 //! blueprint against what it observes; pure) → [`apply`] (provider calls, state saved after
-//! each step) → [`bootstrap`] (a list of steps over SSH) → [`check`]. [`cmd`] holds one file
-//! per command and [`args`] their clap definitions; [`converge`] is the work `up`, `scale`
-//! and `heal` share, [`cluster`] what commands need of a cluster that exists.
+//! each step) → [`bootstrap`] (a list of steps over SSH) → [`check`].
+//!
+//! The modules stand in layers, each importing only from its own layer and the ones below
+//! (`tests/layers.rs` checks it, and that no folder's modules import one another in a circle):
+//! 1. input grammars and small tools: [`input`], [`wait`], [`progress`], [`ssh`], the
+//!    [`openstack`] client;
+//! 2. the cluster's model: [`templates`], [`images`], [`registry`], [`profile`], [`plan`],
+//!    [`state`], [`render`], [`mpi`];
+//! 3. the providers: [`provider`] (the only code that talks to a cloud);
+//! 4. the engines: [`apply`], [`bootstrap`], [`check`], [`bench`](mod@bench);
+//! 5. what commands share: [`context`] (the options every command runs with), [`error`]
+//!    (what a command fails with, and its exit code), [`cluster`] (a cluster that exists:
+//!    its nodes, ssh_config and sessions);
+//! 6. [`converge`]: the `up` that `scale` and `heal` run too, returning what it did;
+//! 7. [`cmd`]: one file per command, and the one printer ([`cmd::output`]);
+//! 8. [`args`]: the command line, and which command runs.
 //!
 //! Where the outside world is reached: the cloud only through [`provider`] (the
 //! [`openstack`] client, or this machine's Docker engine for the local provider); the nodes
 //! over SSH through [`ssh`] (from [`bootstrap`], [`check`], [`cluster`] and [`converge`]);
 //! this machine's Docker also in [`images`] and `bootstrap::image`; files in [`state`] (the
 //! cluster's folder) and [`profile`] (reading the profile; `scale` writes it). Pure, no I/O:
-//! [`plan`], [`bench`](mod@bench), [`render`], [`input`], [`args`], [`wait`] apart from its sleep.
+//! [`plan`], [`bench`](mod@bench), [`render`], [`templates`], [`input`], [`args`], [`wait`]
+//! apart from its sleep.
 
 pub mod apply;
 pub mod args;
@@ -20,7 +34,9 @@ pub mod bootstrap;
 pub mod check;
 pub mod cluster;
 pub mod cmd;
+pub mod context;
 pub mod converge;
+pub mod error;
 pub mod images;
 pub mod input;
 pub mod mpi;
@@ -29,7 +45,9 @@ pub mod plan;
 pub mod profile;
 pub mod progress;
 pub mod provider;
+pub mod registry;
 pub mod render;
 pub mod ssh;
 pub mod state;
+pub mod templates;
 pub mod wait;

@@ -1,12 +1,13 @@
 //! The `hvd-cluster` command line. Thin: parses arguments ([`hvd_cluster::args`]), runs one
-//! command ([`hvd_cluster::cmd`]), maps the outcome to an exit code scripts can rely on.
+//! command ([`hvd_cluster::args::Command::run`]), maps the outcome to an exit code scripts can rely on.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
 use hvd_cluster::args::Args;
-use hvd_cluster::cmd::{self, Context};
+use hvd_cluster::context::Context;
+use hvd_cluster::error::Error;
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -24,12 +25,12 @@ fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         // A command that stops its own work on the nodes hears Ctrl-C itself.
-        if cmd::handles_interrupt(&args.command) {
-            return cmd::dispatch(&mut ctx, args.command).await;
+        if args.command.handles_interrupt() {
+            return args.command.run(&mut ctx).await;
         }
         tokio::select! {
-            result = cmd::dispatch(&mut ctx, args.command) => result,
-            _ = tokio::signal::ctrl_c() => Err(cmd::Error::Interrupted),
+            result = args.command.run(&mut ctx) => result,
+            _ = tokio::signal::ctrl_c() => Err(Error::Interrupted),
         }
     });
     match outcome {

@@ -1,6 +1,6 @@
-//! Everything written onto a node, rendered from tera templates compiled into the binary:
-//! the bootstrap steps' scripts (listed with their steps) and the files below. Pure: values
-//! in, text out.
+//! Everything written onto a node, rendered from the tera templates compiled into the binary
+//! ([`crate::templates`] names them): the bootstrap steps' scripts and the files below. Pure:
+//! values in, text out.
 
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -10,36 +10,7 @@ use tera::{Context, Kwargs, State, Tera, Value};
 
 use crate::input::{check_host_label, shown, Refused};
 use crate::ssh::error_chain;
-
-/// (name, text) of the templates shipped in `templates/` that no bootstrap step names (the
-/// steps' own come from [`crate::bootstrap::steps::templates`]).
-const TEMPLATES: &[(&str, &str)] = &[
-    ("hostfile", include_str!("../templates/node/hostfile")),
-    ("lib.sh", include_str!("../templates/node/lib.sh")),
-    (
-        "ganesha.conf",
-        include_str!("../templates/node/ganesha.conf"),
-    ),
-    (
-        "cloud-config.yaml",
-        include_str!("../templates/node/cloud-config.yaml"),
-    ),
-    (
-        "discover_hosts.sh",
-        include_str!("../templates/node/discover_hosts.sh"),
-    ),
-    (
-        "image_build.sh",
-        include_str!("../templates/node/image_build.sh"),
-    ),
-];
-
-/// The master's one-shot image server and the workers' fetcher (arguments on the command line).
-pub const IMAGE_SERVE: &str = include_str!("../templates/node/image_serve.py");
-pub const IMAGE_FETCH: &str = include_str!("../templates/node/image_fetch.py");
-
-/// The acceptance check job, run by every rank.
-pub const CHECK_JOB: &str = include_str!("../templates/check/hvd_check.py");
+use crate::templates;
 
 #[derive(Debug, thiserror::Error)]
 #[error("template {name}: {detail}")]
@@ -105,8 +76,7 @@ impl Renderer {
         tera.register_filter("json", |v: Value, _: Kwargs, _: &State| {
             serde_json::to_string(&v).unwrap_or_else(|_| "null".to_string())
         });
-        let steps = crate::bootstrap::steps::templates().map(|t| (t.name, t.text));
-        tera.add_raw_templates(TEMPLATES.iter().copied().chain(steps))
+        tera.add_raw_templates(templates::ALL.iter().map(|t| (t.name, t.text)))
             .map_err(|e| RenderError {
                 name: "(all)".into(),
                 detail: error_chain(&e),
@@ -149,17 +119,6 @@ pub fn cloud_config(cluster: &str, name: &str, role: &str) -> Result<String, Ren
         "cloud-config.yaml",
         &serde_json::json!({ "cluster": cluster, "name": name, "role": role }),
     )
-}
-
-/// The text of a shipped template (hashed into what depends on it).
-pub fn template_source(name: &str) -> Option<&'static str> {
-    let steps = crate::bootstrap::steps::templates().map(|t| (t.name, t.text));
-    TEMPLATES
-        .iter()
-        .copied()
-        .chain(steps)
-        .find(|(n, _)| *n == name)
-        .map(|(_, t)| t)
 }
 
 /// `host:slots` lines for Horovod's elastic discovery script. Hosts go by node name, never

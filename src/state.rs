@@ -87,6 +87,10 @@ pub struct ClusterState {
     pub highest_worker_index: u32,
     #[serde(default)]
     pub nodes: Vec<Node>,
+    /// The workers hvd-cluster last wrote into the master's elastic discovery file (what
+    /// `status` shows without asking the master).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<Vec<String>>,
     #[serde(default)]
     pub updated_at: Option<String>,
 }

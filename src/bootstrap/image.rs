@@ -1,20 +1,17 @@
-//! The Horovod image on every node: `pull` on each node, or (`transfer`, `build`) sent once
-//! from this machine to the master over SSH (zstd when every end has it), kept there as it
-//! came, then down a tree of nodes over plain TCP on the private network ([`super::fanout`]:
-//! every receiving worker relays to its children as the bytes arrive), streamed into
-//! `docker load` (checked by its size, zstd's frame checksum and docker's layer digests).
-//! Nodes that already hold the image (by id) get nothing: a second `up` sends no byte.
+//! The image's parts that every way of delivering it shares ([`super::delivery`] chooses the
+//! way): which nodes lack it (by id), the file kept on the master as it came (zstd when every
+//! end has it), and the fan-out down a tree of nodes over plain TCP on the private network
+//! ([`super::fanout`]: every receiving worker relays to its children as the bytes arrive),
+//! streamed into `docker load` (checked by its size, zstd's frame checksum and docker's
+//! layer digests).
 
 use std::process::Stdio;
 
 use futures::future::try_join_all;
 
-use super::upload::{upload_early, Uploaded};
-use super::{fanout, BootstrapError, Inputs, NodeSession, NODE_DIR};
-use crate::profile::ImageSource;
-use crate::progress::Progress;
-use crate::render;
+use super::{fanout, BootstrapError, NodeSession, NODE_DIR};
 use crate::ssh;
+use crate::templates;
 
 /// The id of an image on this machine's Docker engine, if it is there.
 pub async fn local_image_id(image: &str) -> Option<String> {
@@ -29,7 +26,7 @@ pub async fn local_image_id(image: &str) -> Option<String> {
 }
 
 /// The nodes that lack the image (compared by id with this machine's when it has it).
-pub(super) async fn lacking<'a>(
+pub async fn lacking<'a>(
     image: &str,
     want: Option<&str>,
     sessions: &'a [NodeSession],
@@ -56,107 +53,6 @@ pub(super) async fn lacking<'a>(
         })
         .map(|(s, _)| s)
         .collect())
-}
-
-/// Gets the Horovod image onto every node that lacks it: `pull` on each node, or `transfer`:
-/// sent once from this machine to the master ([`upload_early`], already done when `early`),
-/// loaded there while it goes down the fan-out tree over the private network (one copy over
-/// the user's link, at most `inputs.fanout` copies out of any node).
-pub(super) async fn ensure_image(
-    inputs: &Inputs<'_>,
-    sessions: &[NodeSession],
-    bars: &[indicatif::ProgressBar],
-    progress: &Progress,
-    early: Option<Uploaded>,
-) -> Result<usize, BootstrapError> {
-    let p = inputs.profile;
-    let image = &p.container.image;
-    let quoted_image = ssh::shell_quote(image);
-    let want = local_image_id(image).await;
-    let missing = lacking(image, want.as_deref(), sessions).await?;
-    if missing.is_empty() {
-        return Ok(0);
-    }
-    match p.container.source {
-        ImageSource::Pull => {
-            let quoted_image = &quoted_image;
-            try_join_all(missing.iter().zip(bars).map(|(s, bar)| async move {
-                bar.set_message(format!("docker pull {image}"));
-                s.ssh.sudo(&format!("docker pull {quoted_image}")).await
-            }))
-            .await?;
-        }
-        // built on the master instead (super::remote_build), never sent from here
-        ImageSource::BuildRemote => return Ok(0),
-        ImageSource::Transfer | ImageSource::Build => {
-            if want.is_none() {
-                return Err(BootstrapError::Other(format!(
-                    "the image {image} is not on this machine; build it first (the local provider does so on `up`), or set container.source = \"pull\""
-                )));
-            }
-            let master = &sessions[0];
-            let master_lacks = missing.iter().any(|s| s.node.name == master.node.name);
-            let workers: Vec<&NodeSession> = missing
-                .iter()
-                .copied()
-                .filter(|s| s.node.name != master.node.name)
-                .collect();
-            // The master's file: what `upload_early` sent, or sent now (the master lacked the
-            // image only once Docker could tell), or (the master has the image, a worker
-            // does not) saved on the master by `fan_out_image`.
-            let uploaded = match early {
-                Some(u) => Some(u),
-                None if master_lacks => {
-                    bars[0].set_message(format!("sending {image} to the master"));
-                    upload_early(inputs, sessions, progress).await?
-                }
-                None => None,
-            };
-            let file = match &uploaded {
-                Some(u) => u.file,
-                None => ImageFile {
-                    zstd: local_has_zstd().await,
-                },
-            };
-            let received = uploaded.is_some();
-            bars[0].set_message(format!(
-                "loading {image}; serving it to {} worker(s) on port {IMAGE_PORT}",
-                workers.len()
-            ));
-            // The master loads the file it received while the workers fetch it: under
-            // emulation `docker load` is the slow part, so the two overlap.
-            let master_load = async {
-                if !received {
-                    return Ok(None);
-                }
-                let started = std::time::Instant::now();
-                master
-                    .ssh
-                    .sudo(&format!(
-                        "set -e -o pipefail\n{} {} | docker load -q >/dev/null",
-                        file.decompress(),
-                        file.path()
-                    ))
-                    .await
-                    .map(|_| Some(started.elapsed().as_secs_f64()))
-            };
-            let fan_out = async {
-                if workers.is_empty() {
-                    return Ok(Vec::new());
-                }
-                fan_out_image(master, &workers, image, file, received, inputs.fanout).await
-            };
-            let (loaded, fanned) = tokio::join!(master_load, fan_out);
-            let _ = master.ssh.sudo(&format!("rm -f {}", file.path())).await;
-            if let Some(secs) = loaded? {
-                progress.line(format!("{}: docker load {secs:.1}s", master.node.name));
-            }
-            for line in fanned? {
-                progress.line(&line);
-            }
-        }
-    }
-    Ok(1)
 }
 
 /// The port of the master's one-shot image server (TCP, private address only; the nodes'
@@ -188,7 +84,7 @@ impl ImageFile {
     }
 }
 
-pub(super) async fn local_has_zstd() -> bool {
+pub async fn local_has_zstd() -> bool {
     tokio::process::Command::new("zstd")
         .arg("--version")
         .stdout(Stdio::null())
@@ -241,7 +137,7 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 /// on arrival, the content by zstd's frame checksum and docker's layer digests (a damaged layer
 /// fails `docker load` with "invalid diffID"), so no separate sha256 pass, which costs minutes
 /// in an emulated guest. Returns a line per transfer.
-pub(super) async fn fan_out_image(
+pub async fn fan_out_image(
     master: &NodeSession,
     workers: &[&NodeSession],
     image: &str,
@@ -256,7 +152,7 @@ pub(super) async fn fan_out_image(
         .ssh
         .write_file(
             &format!("{NODE_DIR}/image_serve.py"),
-            render::IMAGE_SERVE.as_bytes(),
+            templates::IMAGE_SERVE.as_bytes(),
             0o755,
         )
         .await?;
@@ -314,7 +210,7 @@ pub(super) async fn fan_out_image(
             w.ssh
                 .write_file(
                     &format!("{NODE_DIR}/image_fetch.py"),
-                    render::IMAGE_FETCH.as_bytes(),
+                    templates::IMAGE_FETCH.as_bytes(),
                     0o755,
                 )
                 .await?;

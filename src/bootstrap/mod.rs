@@ -5,6 +5,7 @@
 //! has GPUs), /shared, the Horovod image, the cluster's keys and files, the Horovod container,
 //! then every container's sshd. A second run applies nothing.
 
+pub mod delivery;
 pub mod fanout;
 pub mod image;
 pub mod layers;
@@ -62,6 +63,8 @@ pub struct Inputs<'a> {
     pub share_export: Option<String>,
     /// Children per node in the image's fan-out tree ([`fanout`]).
     pub fanout: usize,
+    /// `container.source = "pull"`: the registry's credentials and CA, for the master's pull.
+    pub pull_access: Option<crate::registry::PullAccess>,
 }
 
 /// The Horovod hosts: every node, master first, with its slots.
@@ -245,7 +248,7 @@ async fn run_once(
                 )
                 .await;
             }
-            image::ensure_image(facts.inputs, sessions, bars, progress, early).await
+            delivery::ensure_image(facts.inputs, sessions, bars, progress, early).await
         }
         Does::CollectiveSsh => {
             let port = facts.inputs.profile.container.ssh_port;

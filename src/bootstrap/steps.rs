@@ -1,7 +1,7 @@
 //! The bootstrap as data: [`STEPS`], in the order they run, each naming what it does (its
-//! templates under `templates/node/`), where it runs and when it applies. Adding a step is one
-//! entry here: its templates reach the renderer from this list ([`templates`]), and the runner
-//! in [`super::bootstrap`] needs no change unless the step does something new.
+//! templates, by their names in [`crate::templates`]), where it runs and when it applies.
+//! Adding a step is one entry here (and its templates in that table); the runner in
+//! [`super::bootstrap`] needs no change unless the step does something new.
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -12,23 +12,7 @@ use crate::plan::Role;
 use crate::profile::{ImageSource, Profile, StorageKind};
 use crate::render::{self, HostSlots, Renderer};
 use crate::state::Node;
-
-/// A template shipped in the binary: its name (as the renderer knows it) and its text.
-#[derive(Debug, Clone, Copy)]
-pub struct Template {
-    pub name: &'static str,
-    pub text: &'static str,
-}
-
-/// `templates/node/NAME`, compiled into the binary.
-macro_rules! node_template {
-    ($name:literal) => {
-        Template {
-            name: $name,
-            text: include_str!(concat!("../../templates/node/", $name)),
-        }
-    };
-}
+use crate::templates::{self, Template};
 
 /// Where a step runs.
 #[derive(Debug, Clone, Copy)]
@@ -80,7 +64,7 @@ pub const STEPS: &[Step] = &[
     Step {
         name: "cloud-init",
         runs: Runs::EveryNode,
-        does: Does::Run(node_template!("cloud-init.check.sh")),
+        does: Does::Run(templates::CLOUD_INIT_CHECK),
         when: always,
         values: no_values,
     },
@@ -89,8 +73,8 @@ pub const STEPS: &[Step] = &[
         name: "docker",
         runs: Runs::EveryNode,
         does: Does::CheckApply {
-            check: node_template!("docker.check.sh"),
-            apply: node_template!("docker.apply.sh"),
+            check: templates::DOCKER_CHECK,
+            apply: templates::DOCKER_APPLY,
             lib: true,
         },
         when: always,
@@ -100,8 +84,8 @@ pub const STEPS: &[Step] = &[
         name: "gpu runtime",
         runs: Runs::EveryNode,
         does: Does::CheckApply {
-            check: node_template!("gpu.check.sh"),
-            apply: node_template!("gpu.apply.sh"),
+            check: templates::GPU_CHECK,
+            apply: templates::GPU_APPLY,
             lib: true,
         },
         when: has_gpus,
@@ -115,8 +99,8 @@ pub const STEPS: &[Step] = &[
             together: |p| p.storage.kind == StorageKind::Manila,
         },
         does: Does::CheckApply {
-            check: node_template!("shared.check.sh"),
-            apply: node_template!("shared.apply.sh"),
+            check: templates::SHARED_CHECK,
+            apply: templates::SHARED_APPLY,
             lib: true,
         },
         when: |p, _| p.storage.kind != StorageKind::None,
@@ -141,8 +125,8 @@ pub const STEPS: &[Step] = &[
         name: "container",
         runs: Runs::EveryNode,
         does: Does::CheckApply {
-            check: node_template!("container.check.sh"),
-            apply: node_template!("container.apply.sh"),
+            check: templates::CONTAINER_CHECK,
+            apply: templates::CONTAINER_APPLY,
             lib: false,
         },
         when: always,
@@ -156,15 +140,6 @@ pub const STEPS: &[Step] = &[
         values: no_values,
     },
 ];
-
-/// Every template the steps name, for the renderer.
-pub fn templates() -> impl Iterator<Item = Template> {
-    STEPS.iter().flat_map(|s| match s.does {
-        Does::Run(t) => vec![t],
-        Does::CheckApply { check, apply, .. } => vec![check, apply],
-        Does::Files | Does::Image | Does::CollectiveSsh => vec![],
-    })
-}
 
 fn always(_: &Profile, _: &Node) -> bool {
     true
@@ -325,7 +300,7 @@ fn container_values(f: &Facts<'_>, s: &NodeSession) -> Result<Value, BootstrapEr
         f.inputs.jupyter_token.as_bytes(),
         s.node.role.as_str().as_bytes(),
         // How the container is run: a new mount or flag recreates it.
-        render::template_source("container.apply.sh")
+        templates::source("container.apply.sh")
             .unwrap_or_default()
             .as_bytes(),
     ] {
@@ -377,7 +352,7 @@ pub async fn write_files(f: &Facts<'_>, s: &NodeSession) -> Result<(), Bootstrap
     s.ssh
         .write_file(
             &format!("{NODE_DIR}/check.py"),
-            render::CHECK_JOB.as_bytes(),
+            templates::CHECK_JOB.as_bytes(),
             0o644,
         )
         .await?;
@@ -427,10 +402,17 @@ mod tests {
                 "collective ssh"
             ]
         );
-        for t in templates() {
-            assert_eq!(render::template_source(t.name), Some(t.text), "{}", t.name);
+        // every step's scripts are in the renderer's table
+        for step in STEPS {
+            let named = match step.does {
+                Does::Run(t) => vec![t],
+                Does::CheckApply { check, apply, .. } => vec![check, apply],
+                Does::Files | Does::Image | Does::CollectiveSsh => vec![],
+            };
+            for t in named {
+                assert!(templates::ALL.contains(&t), "{}", t.name);
+            }
         }
-        assert_eq!(templates().count(), 9);
         let r = Renderer::new().unwrap();
         assert!(r
             .render("cloud-init.check.sh", &json!({}))

@@ -13,13 +13,14 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::output::emit;
-use super::{Context, Error};
 use crate::bench::output::JobOutput;
 use crate::bench::plan::{self, Launch, Step};
 use crate::bench::report::{self, Report};
 use crate::bench::{self, svg, Framework, Raw, Settings};
 use crate::bootstrap::{BootstrapError, NodeSession, NODE_DIR};
 use crate::cluster::{self, Existing};
+use crate::context::Context;
+use crate::error::Error;
 use crate::input;
 use crate::profile::Collective;
 use crate::render::HostSlots;

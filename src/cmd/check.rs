@@ -4,9 +4,10 @@
 use std::path::Path;
 
 use super::output::{emit, print_check};
-use super::{Context, Error};
 use crate::check;
 use crate::cluster;
+use crate::context::Context;
+use crate::error::Error;
 
 pub async fn check(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
     let existing = cluster::existing(ctx, file).await?;

@@ -1,9 +1,11 @@
 //! `down`: deletes everything tagged with the cluster, last created first, proves through
 //! the API that nothing is left, then removes the cluster's folder. Safe to repeat.
 
-use super::{Context, Error, Target};
 use crate::apply::ApplyError;
 use crate::cluster;
+use crate::cluster::Target;
+use crate::context::Context;
+use crate::error::Error;
 use crate::input;
 use crate::plan;
 

@@ -5,8 +5,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{Context, Error};
+use crate::context::Context;
 use crate::converge;
+use crate::error::Error;
 use crate::plan;
 use crate::profile;
 use crate::state::ClusterDir;
@@ -37,7 +38,7 @@ pub async fn heal(ctx: &mut Context, file: &Path, watch: Option<Duration>) -> Re
             println!("heal: every node is healthy");
         } else {
             println!("heal: found {}", broken.join(", "));
-            converge::converge(ctx, file, false).await?;
+            super::up::up(ctx, file, false).await?;
             println!("heal: replaced {} node(s)", broken.len());
         }
         match watch {

@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
-use super::{Context, Error};
 use crate::check;
 use crate::cluster;
+use crate::context::Context;
+use crate::error::Error;
 
 pub async fn jupyter(ctx: &Context, file: &Path) -> Result<u8, Error> {
     let existing = cluster::existing(ctx, file).await?;

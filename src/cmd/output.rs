@@ -34,15 +34,6 @@ pub struct PlanReport<'a> {
     pub warnings: &'a [String],
 }
 
-/// One line: how many resources a plan creates, replaces, deletes and keeps.
-pub fn summary(plan: &Plan) -> String {
-    let c = plan.counts();
-    format!(
-        "{} to create, {} to replace, {} to delete, {} unchanged",
-        c.create, c.replace, c.delete, c.keep
-    )
-}
-
 /// The nodes `up` made, with their addresses.
 pub fn print_nodes(cluster: &str, st: &ClusterState) {
     println!("cluster `{cluster}` resources:");

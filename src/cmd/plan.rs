@@ -4,8 +4,10 @@
 use std::path::Path;
 
 use super::output::{emit, PlanReport};
-use super::{Context, Error, PLAN_HAS_CHANGES};
+use super::PLAN_HAS_CHANGES;
+use crate::context::Context;
 use crate::converge;
+use crate::error::Error;
 use crate::profile;
 use crate::state::ClusterDir;
 

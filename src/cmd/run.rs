@@ -3,10 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{shown_path, Context, Error};
+use super::shown_path;
 use crate::bootstrap::BootstrapError;
 use crate::check;
 use crate::cluster;
+use crate::context::Context;
+use crate::error::Error;
 use crate::ssh;
 
 pub async fn run(

@@ -4,8 +4,9 @@
 
 use std::path::Path;
 
-use super::{shown_path, Context, Error};
-use crate::converge;
+use super::shown_path;
+use crate::context::Context;
+use crate::error::Error;
 use crate::profile;
 use crate::state;
 
@@ -24,5 +25,5 @@ pub async fn scale(ctx: &Context, file: &Path, workers: u32) -> Result<u8, Error
         ctx.progress
             .line(format!("{}: workers.count = {workers}", file.display()));
     }
-    converge::converge(ctx, file, false).await
+    super::up::up(ctx, file, false).await
 }

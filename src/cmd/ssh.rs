@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
-use super::{Context, Error};
 use crate::cluster;
+use crate::context::Context;
+use crate::error::Error;
 use crate::input;
 use crate::plan;
 

@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
-use super::{Context, Error};
 use crate::cluster;
+use crate::context::Context;
+use crate::error::Error;
 
 pub async fn ssh_config(ctx: &Context, file: &Path) -> Result<u8, Error> {
     let existing = cluster::existing(ctx, file).await?;

@@ -1,22 +1,35 @@
 //! `status`: what exists and in which state, found by the cluster's tag, and which workers
-//! the elastic discovery file lists.
+//! the elastic discovery file lists: as kept in the cluster's folder when hvd-cluster last
+//! wrote it (no SSH: a plain `status` asks only the provider), or read from the master with
+//! `--live`.
 
 use std::time::Duration;
 
 use super::output::{emit, print_status, StatusReport};
-use super::{Context, Error, Target};
 use crate::apply::ApplyError;
 use crate::bootstrap;
+use crate::cluster::Target;
 use crate::cluster::{self, Reach};
+use crate::context::Context;
+use crate::error::Error;
 use crate::plan::{Health, Role};
 use crate::ssh;
 use crate::state::{self, ClusterDir};
 
-pub async fn status(ctx: &Context, target: Target, json: bool) -> Result<u8, Error> {
+pub async fn status(ctx: &Context, target: Target, json: bool, live: bool) -> Result<u8, Error> {
     let (name, dir, provider) = cluster::target(ctx, target).await?;
     let observed = provider.observe(&name).await.map_err(ApplyError::Observe)?;
     let mut nodes = provider.nodes(&name).await?;
-    mark_discovery(&dir, &mut nodes).await;
+    let listed = if live {
+        read_discovery(&dir, &nodes).await
+    } else {
+        dir.load().ok().and_then(|saved| saved.discovery)
+    };
+    if let Some(listed) = listed {
+        for n in nodes.iter_mut().filter(|n| n.role != Role::Master) {
+            n.in_discovery = Some(listed.contains(&n.name));
+        }
+    }
     let healthy = !observed.is_empty() && observed.iter().all(|o| o.health == Health::Ready);
     let report = StatusReport {
         cluster: &name,
@@ -28,23 +41,19 @@ pub async fn status(ctx: &Context, target: Target, json: bool) -> Result<u8, Err
     Ok(0)
 }
 
-/// Marks each worker listed in the master's discovery file; best effort (no SSH, no marks).
-async fn mark_discovery(dir: &ClusterDir, nodes: &mut [state::Node]) {
-    let Ok(saved) = dir.load() else { return };
+/// The workers the master's discovery file lists; best effort (no SSH, no list).
+async fn read_discovery(dir: &ClusterDir, nodes: &[state::Node]) -> Option<Vec<String>> {
+    let saved = dir.load().ok()?;
     let (Some(user), true) = (saved.ssh_user, dir.private_key().exists()) else {
-        return;
+        return None;
     };
-    let Some(master) = nodes.iter().find(|n| n.role == Role::Master).cloned() else {
-        return;
-    };
+    let master = nodes.iter().find(|n| n.role == Role::Master)?;
     let reach = Reach {
         dir,
         user: &user,
         nodes,
     };
-    let Ok(config) = reach.ssh_config() else {
-        return;
-    };
+    let config = reach.ssh_config().ok()?;
     let read = async {
         let ssh = ssh::Ssh::connect(&config, &master.name).await.ok()?;
         ssh.run(&format!(
@@ -54,11 +63,14 @@ async fn mark_discovery(dir: &ClusterDir, nodes: &mut [state::Node]) {
         .await
         .ok()
     };
-    let Ok(Some(listed)) = tokio::time::timeout(Duration::from_secs(20), read).await else {
-        return;
-    };
-    let listed: Vec<&str> = listed.lines().filter_map(|l| l.split(':').next()).collect();
-    for n in nodes.iter_mut().filter(|n| n.role != Role::Master) {
-        n.in_discovery = Some(listed.contains(&n.name.as_str()));
-    }
+    let listed = tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .ok()??;
+    Some(
+        listed
+            .lines()
+            .filter_map(|l| l.split(':').next())
+            .map(str::to_string)
+            .collect(),
+    )
 }

@@ -1,10 +1,26 @@
 //! `up`: create or converge the cluster, bootstrap every node, check, print the Jupyter URL.
+//! `scale` and `heal` end with the same.
 
 use std::path::Path;
 
-use super::{Context, Error};
+use super::output::{print_check, print_nodes};
+use crate::context::Context;
 use crate::converge;
+use crate::error::Error;
 
 pub async fn up(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8, Error> {
-    converge::converge(ctx, file, infra_only).await
+    let cluster = converge::provision(ctx, file, infra_only).await?;
+    print_nodes(&cluster.profile.name, &cluster.state);
+    if infra_only {
+        return Ok(0);
+    }
+    let ready = converge::bootstrap_and_check(ctx, &cluster).await?;
+    print_check(&ready.check);
+    println!("Jupyter Lab: {}", ready.jupyter_url);
+    ctx.progress.line(format!(
+        "cluster `{}` ready after {:.1}s",
+        cluster.profile.name,
+        cluster.started.elapsed().as_secs_f64()
+    ));
+    Ok(0)
 }

@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use super::{Context, Error};
+use crate::context::Context;
+use crate::error::Error;
 use crate::profile;
 
 pub async fn validate(ctx: &Context, file: &Path) -> Result<u8, Error> {

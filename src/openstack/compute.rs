@@ -1,4 +1,4 @@
-//! Nova (compute v2.1, microversion [`super::http::NOVA_MICROVERSION`]).
+//! Nova (compute v2.1, microversion [`super::service::NOVA_MICROVERSION`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,7 +8,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::error::{gone, optional, OpenStackError};
-use super::http::{Request, Service, Session};
+use super::http::{Request, Session};
+use super::service::Service;
 use super::{parse_quota_usages, QuotaUsages};
 
 const S: Service = Service::Compute;

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::error::{optional, OpenStackError};
-use super::http::{Request, Service, Session};
+use super::http::{Request, Session};
+use super::service::Service;
 
 const S: Service = Service::Image;
 

@@ -29,7 +29,9 @@ pub mod error;
 pub mod http;
 pub mod image;
 pub mod network;
+pub mod service;
 pub mod share;
+pub mod token;
 pub mod volume;
 
 use std::collections::BTreeMap;
@@ -43,13 +45,14 @@ pub use compute::{
 };
 pub use config::{AuthMethod, CloudConfig, ConfigError, ConfigFiles, Interface, Secret};
 pub use error::{ApiError, OpenStackError};
-pub use http::{ClientOptions, Method, Request, Response, RetryPolicy, Service};
+pub use http::{ClientOptions, Method, Request, Response, RetryPolicy};
 pub use image::{Image, ImageApi};
 pub use network::{
     Direction, EtherType, FloatingIp, FloatingIpCreate, Gateway, Network, NetworkCreate,
     NetworkInfo, Port, PortCreate, Query, Remote, Resource, Router, RouterCreate, RouterInterface,
     RuleCreate, SecurityGroup, SecurityGroupCreate, SecurityGroupRule, Subnet, SubnetCreate,
 };
+pub use service::Service;
 pub use share::{AccessRule, ExportLocation, Share, ShareApi, ShareCreate, ShareLimits};
 pub use volume::{Volume, VolumeApi, VolumeCreate, VolumeLimits};
 
@@ -82,7 +85,7 @@ impl OpenStack {
         cloud: &CloudConfig,
         options: ClientOptions,
     ) -> Result<OpenStack, OpenStackError> {
-        let session = Arc::new(Session::new(cloud.clone(), options)?);
+        let session = Arc::new(Session::new(cloud.clone(), options, auth::authenticator())?);
         let token = session.token().await?;
         let project_id: Arc<str> = Arc::from(token.token.project_id.as_str());
         Ok(OpenStack {

@@ -1,4 +1,4 @@
-//! Manila (shared file systems v2, microversion [`super::http::MANILA_MICROVERSION`]).
+//! Manila (shared file systems v2, microversion [`super::service::MANILA_MICROVERSION`]).
 //!
 //! Manila has no tags: shares are marked with metadata and listed with
 //! `GET /v2/shares/detail?metadata={"key": "value"}` (manila evaluates the value as a
@@ -11,7 +11,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::error::{gone, optional, OpenStackError};
-use super::http::{Request, Service, Session};
+use super::http::{Request, Session};
+use super::service::Service;
 use super::{parse_quota_usages, QuotaUsages};
 
 const S: Service = Service::Share;

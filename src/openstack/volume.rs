@@ -1,4 +1,4 @@
-//! Cinder (block storage v3, microversion [`super::http::CINDER_MICROVERSION`]).
+//! Cinder (block storage v3, microversion [`super::service::CINDER_MICROVERSION`]).
 //!
 //! Volumes have no tags: they are marked with metadata and listed with
 //! `GET /volumes/detail?metadata={"key": "value"}`. Attaching goes through nova
@@ -11,7 +11,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::error::{gone, optional, OpenStackError};
-use super::http::{Request, Service, Session};
+use super::http::{Request, Session};
+use super::service::Service;
 use super::share::metadata_filter;
 use super::{parse_quota_usages, QuotaUsages};
 

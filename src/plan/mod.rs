@@ -282,6 +282,15 @@ impl Plan {
         self.actions.iter().all(|a| !a.changes())
     }
 
+    /// One line: how many resources the plan creates, replaces, deletes and keeps.
+    pub fn summary(&self) -> String {
+        let c = self.counts();
+        format!(
+            "{} to create, {} to replace, {} to delete, {} unchanged",
+            c.create, c.replace, c.delete, c.keep
+        )
+    }
+
     /// Deletions (the old half of replacements included), last level first.
     pub fn deletions(&self) -> Vec<&Observed> {
         let mut out: Vec<&Observed> = self

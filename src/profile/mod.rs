@@ -218,6 +218,27 @@ pub struct ContainerSpec {
     pub ssh_port: u16,
     #[serde(default)]
     pub collective: Collective,
+    /// `source = "pull"` from a registry whose TLS certificate a private CA signed: that CA's
+    /// PEM file (relative to the profile's folder), installed for that registry on the node
+    /// that pulls.
+    #[serde(default)]
+    pub registry_ca: Option<String>,
+    /// `source = "pull"`: which nodes pull from the registry.
+    #[serde(default)]
+    pub pull: PullFrom,
+}
+
+/// Which nodes take a pulled image from the registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum PullFrom {
+    /// The master pulls; the workers get its copy down the fan-out tree over the private
+    /// network: one copy from the registry per cluster.
+    #[default]
+    Master,
+    /// Every node pulls for itself (a registry or mirror inside the cloud, where N copies
+    /// cost nothing); the credentials reach every node.
+    EveryNode,
 }
 
 impl Default for ContainerSpec {
@@ -227,6 +248,8 @@ impl Default for ContainerSpec {
             source: ImageSource::default(),
             ssh_port: default_ssh_port(),
             collective: Collective::default(),
+            registry_ca: None,
+            pull: PullFrom::default(),
         }
     }
 }

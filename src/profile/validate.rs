@@ -4,7 +4,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::{AccessSpec, ImageSource, Profile, ProviderKind, StorageKind};
+use super::{AccessSpec, ImageSource, Profile, ProviderKind, PullFrom, StorageKind};
 use crate::input::{self, shown, Refused};
 
 /// A semantic problem found after parsing, before its place in the file is looked up.
@@ -86,6 +86,29 @@ pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
                 crate::images::RECIPE_IMAGES.join(", ")
             )),
         ));
+    }
+    if p.container.pull != PullFrom::Master && p.container.source != ImageSource::Pull {
+        return Err(issue(
+            "container.pull",
+            "says which nodes pull from a registry, and this image is not pulled",
+            Some("set container.source = \"pull\", or remove container.pull"),
+        ));
+    }
+    if let Some(ca) = &p.container.registry_ca {
+        if p.container.source != ImageSource::Pull {
+            return Err(issue(
+                "container.registry_ca",
+                "a registry's CA applies only to images pulled from it",
+                Some("set container.source = \"pull\", or remove registry_ca"),
+            ));
+        }
+        if ca.is_empty() || ca.len() > 4096 || ca.chars().any(char::is_control) {
+            return Err(issue(
+                "container.registry_ca",
+                format!("`{}` is not a file path", shown(ca)),
+                Some("the path of a PEM file, relative to the profile's folder or absolute"),
+            ));
+        }
     }
     if p.storage.kind == StorageKind::Manila && p.provider == ProviderKind::Local {
         return Err(issue(

@@ -21,7 +21,7 @@ use crate::state::Node;
 
 pub const LABEL: &str = "hvd-cluster";
 /// The node image (what a cloud VM looks like): sshd, dockerd, nfs-ganesha.
-pub const NODE_IMAGE: &str = "hvd-cluster/node:bookworm";
+pub use crate::images::NODE_IMAGE;
 
 /// The environment variable giving every node container created from then on this share of
 /// the machine's CPUs (`docker run --cpus`); unset or empty: no limit. Nodes that already exist

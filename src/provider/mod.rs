@@ -190,6 +190,15 @@ pub fn blueprint(kind: ProviderKind) -> &'static dyn Blueprint {
     }
 }
 
+/// Settings the profile's provider reads from this machine's environment, checked before
+/// `up` writes anything (bad input: exit 2).
+pub fn check_environment(p: &Profile) -> Result<(), local::SettingError> {
+    match p.provider {
+        ProviderKind::Local => local::cpus_from_env().map(drop),
+        ProviderKind::OpenStack => Ok(()),
+    }
+}
+
 /// How the image reaches the nodes, as far as this machine is concerned: the image targets
 /// (`scripts/build-images` names) to build here before `up` connects. Local nodes run the
 /// node image, so everything is built; a cloud's nodes get a `build` image sent to them,

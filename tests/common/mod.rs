@@ -89,15 +89,28 @@ impl TestCluster {
         serde_json::from_slice(&out.stdout).expect("status --json prints JSON")
     }
 
-    /// The workers `status` sees listed in the master's discovery file.
+    /// The workers `status --live` sees listed in the master's discovery file; a plain
+    /// `status` (no SSH: what hvd-cluster kept when it wrote the file) must say the same.
     pub fn listed_in_discovery(&self) -> Vec<String> {
-        self.status_json()["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|n| n["in_discovery"] == true)
-            .filter_map(|n| n["name"].as_str().map(String::from))
-            .collect()
+        let listed = |args: &[&str]| -> Vec<String> {
+            let out = self.hvd(args);
+            let status: serde_json::Value =
+                serde_json::from_slice(&out.stdout).expect("status --json prints JSON");
+            status["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|n| n["in_discovery"] == true)
+                .filter_map(|n| n["name"].as_str().map(String::from))
+                .collect()
+        };
+        let live = listed(&["status", &self.profile, "--json", "--live"]);
+        let kept = listed(&["status", &self.profile, "--json"]);
+        assert_eq!(
+            kept, live,
+            "status without SSH agrees with the master's file"
+        );
+        live
     }
 }
 

@@ -30,12 +30,13 @@ use hvd_cluster::openstack::config::{
     ProjectRef, Secret, UserRef,
 };
 use hvd_cluster::openstack::error::{self, classify, decode_error_body, ApiError};
-use hvd_cluster::openstack::http::{self, Failure, Method, Replay, RetryPolicy, Service};
+use hvd_cluster::openstack::http::{self, Failure, Method, Replay, RetryPolicy};
 use hvd_cluster::openstack::image::{pick_newest, Image};
 use hvd_cluster::openstack::network::{
     Direction, EtherType, FloatingIp, Gateway, NetworkInfo, Port, PortCreate, Remote, Router,
     RouterInterface, RuleCreate, SecurityGroup, SecurityGroupRule, Subnet, SubnetCreate,
 };
+use hvd_cluster::openstack::service::{self, Service};
 use hvd_cluster::openstack::share::{AccessRule, ExportLocation, Share, ShareCreate, ShareLimits};
 use hvd_cluster::openstack::volume::{Volume, VolumeCreate, VolumeLimits};
 use hvd_cluster::openstack::{

@@ -246,7 +246,7 @@ fn nova_limits_quotas_versions() {
         (a.parse().unwrap_or(0), b.parse().unwrap_or(0))
     };
     let ours = {
-        let (a, b) = http::NOVA_MICROVERSION
+        let (a, b) = service::NOVA_MICROVERSION
             .split_once('.')
             .unwrap_or(("0", "0"));
         (a.parse().unwrap_or(0), b.parse().unwrap_or(0))

@@ -224,7 +224,7 @@ async fn request_path_retries_reauths_and_counts() -> TestResult {
     let h = &seen[2].headers;
     assert_eq!(
         h.get("x-openstack-nova-api-version").map(String::as_str),
-        Some(http::NOVA_MICROVERSION)
+        Some(service::NOVA_MICROVERSION)
     );
     assert_eq!(
         h.get("x-auth-token").map(String::as_str),
@@ -515,13 +515,13 @@ async fn pagination_microversions_and_metadata_filters() -> TestResult {
         s.headers
             .get("x-openstack-manila-api-version")
             .map(String::as_str),
-        Some(http::MANILA_MICROVERSION)
+        Some(service::MANILA_MICROVERSION)
     );
     os.volume().list_volumes(&meta).await?;
     let v = &mock.seen("GET /volume/v3/volumes/detail")[0];
     assert_eq!(
         v.headers.get("openstack-api-version"),
-        Some(&format!("volume {}", http::CINDER_MICROVERSION))
+        Some(&format!("volume {}", service::CINDER_MICROVERSION))
     );
     let img = os.image().find_image("debian").await?;
     assert_eq!(img.id, "i1");

@@ -7,13 +7,19 @@ use std::time::Instant;
 
 use serde::de::DeserializeOwned;
 
-use super::super::auth::{self, Token};
 use super::super::config::CloudConfig;
 use super::super::error::{self, OpenStackError};
+use super::super::service::Service;
+use super::super::token::Token;
 use super::{
     parse_retry_after, ClientOptions, Failure, Method, RawResponse, Replay, Request, Response,
-    Service,
 };
+use futures::future::BoxFuture;
+
+/// How the session gets a new token (Keystone's request lives above this layer, in
+/// [`super::super::auth`], and uses the session's own retries).
+pub(crate) type Authenticate =
+    for<'a> fn(&'a Session) -> BoxFuture<'a, Result<Token, OpenStackError>>;
 
 pub(crate) struct TokenState {
     pub token: Token,
@@ -28,6 +34,7 @@ pub(crate) struct Session {
     token: tokio::sync::Mutex<Option<Arc<TokenState>>>,
     calls: AtomicU64,
     pub neutron_extensions: tokio::sync::OnceCell<Vec<String>>,
+    authenticate: Authenticate,
 }
 
 /// The message of a transport error and its causes, without the URL.
@@ -111,7 +118,11 @@ pub fn next_page_query(value: &serde_json::Value, key: &str) -> Option<Vec<(Stri
 }
 
 impl Session {
-    pub fn new(config: CloudConfig, options: ClientOptions) -> Result<Session, OpenStackError> {
+    pub fn new(
+        config: CloudConfig,
+        options: ClientOptions,
+        authenticate: Authenticate,
+    ) -> Result<Session, OpenStackError> {
         let mut builder = reqwest::Client::builder()
             .connect_timeout(options.connect_timeout)
             .user_agent(concat!("hvd-cluster/", env!("CARGO_PKG_VERSION")))
@@ -143,6 +154,7 @@ impl Session {
             token: tokio::sync::Mutex::new(None),
             calls: AtomicU64::new(0),
             neutron_extensions: tokio::sync::OnceCell::new(),
+            authenticate,
         })
     }
 
@@ -158,7 +170,7 @@ impl Session {
                 return Ok(state.clone());
             }
         }
-        let token = auth::authenticate(self).await?;
+        let token = (self.authenticate)(self).await?;
         let lifetime = token.lifetime();
         let margin = self.options.renew_before.min(lifetime / 2);
         let state = Arc::new(TokenState {

@@ -22,8 +22,9 @@ use types::opt_insert;
 pub use types::*;
 
 use super::error::{gone, optional, OpenStackError};
-use super::http::{Request, Service, Session};
+use super::http::{Request, Session};
 use super::parse_quota_usages;
+use super::service::Service;
 
 const S: Service = Service::Network;
 /// The extension that lets ports take `tags` in their create body.

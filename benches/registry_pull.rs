@@ -1,0 +1,135 @@
+//! A private registry's image onto every node (local provider, images built, the registry of
+//! `tests/registry/start` with our Horovod image pushed into it): the master pulls once and
+//! the workers get its copy down the fan-out tree (`container.pull = "master"`, the default),
+//! against every node pulling for itself (`"every-node"`), at 1 and 4 nodes, in one run.
+//! Prints, per run,
+//!
+//!   registry-pull nodes=N pull=MODE seconds=S registry_bytes=B
+//!
+//! (S: the image step, from `up`'s "image on the N node(s) that lacked it after S" line;
+//! B: the bytes of image layers the registry sent, from its own log), then per size
+//!
+//!   registry-pull nodes=N every-node/master bytes=RB seconds=RS
+//!
+//! Asserts nothing about time. On this machine the "network" between the registry and the
+//! nodes is a Docker bridge: the registry's bytes cost little here, and what `every-node`
+//! costs on a cloud (N copies over the site's uplink, or the registry's egress) shows in B.
+//!
+//!   cargo bench --bench registry_pull
+//!   HVD_BENCH_NODES=4 cargo bench --bench registry_pull
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+const IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-hvd0.28.1";
+
+fn blob_bytes_sent(state: &Path) -> u64 {
+    std::fs::read_to_string(state.join("registry.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("response completed") && l.contains("http.request.method=GET"))
+        .filter(|l| l.contains("/blobs/sha256:"))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("http.response.written="))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum()
+}
+
+fn hvd(state: &Path, docker_config: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
+        .args(args)
+        .env("HVD_CLUSTER_STATE_DIR", state)
+        .env("DOCKER_CONFIG", docker_config)
+        .env_remove("HVD_CLUSTER_REGISTRY_USER")
+        .env_remove("HVD_CLUSTER_REGISTRY_PASSWORD")
+        .output()
+        .expect("run hvd-cluster");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "hvd-cluster {} failed:\n{}{stderr}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    stderr
+}
+
+/// `image on the N node(s) that lacked it after 12.3s` -> 12.3
+fn image_secs(log: &str) -> f64 {
+    log.lines()
+        .find_map(|l| {
+            l.split("that lacked it after ")
+                .nth(1)
+                .and_then(|s| s.trim().trim_end_matches('s').parse().ok())
+        })
+        .unwrap_or_else(|| panic!("no `image on the ... after` line in:\n{log}"))
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let started = Command::new(root.join("tests/registry/start"))
+        .arg(IMAGE)
+        .status()
+        .expect("run tests/registry/start");
+    assert!(started.success(), "tests/registry/start failed");
+    let registry_state = root.join("tests/registry/state");
+    let env: HashMap<String, String> = std::fs::read_to_string(registry_state.join("env"))
+        .expect("the registry's env file")
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let image = format!(
+        "{}/hvd-test/{}",
+        env["HVD_REGISTRY"],
+        &IMAGE["hvd-cluster/".len()..]
+    );
+    let docker_config = registry_state.join("docker");
+    let nodes: Vec<usize> = std::env::var("HVD_BENCH_NODES")
+        .unwrap_or_else(|_| "1,4".into())
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
+    let base =
+        std::fs::read_to_string(root.join("profiles/local.toml")).expect("profiles/local.toml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    for &n in &nodes {
+        let mut measured = HashMap::new();
+        for mode in ["master", "every-node"] {
+            let name = format!("bench-pull-{n}");
+            let text = base
+                .replace("name = \"hvd-local\"", &format!("name = \"{name}\""))
+                .replace("count = 2", &format!("count = {}", n - 1))
+                .replace(
+                    &format!("image = \"{IMAGE}\""),
+                    &format!(
+                        "image = \"{image}\"\nregistry_ca = \"{}\"\npull = \"{mode}\"",
+                        registry_state.join("ca.crt").display()
+                    ),
+                )
+                .replace("source = \"build\"", "source = \"pull\"");
+            let profile = dir.path().join(format!("{name}.toml"));
+            std::fs::write(&profile, text).expect("write profile");
+            let p = profile.to_str().expect("utf-8 path");
+            let before = blob_bytes_sent(&registry_state);
+            let log = hvd(dir.path(), &docker_config, &["up", p]);
+            let bytes = blob_bytes_sent(&registry_state) - before;
+            let secs = image_secs(&log);
+            hvd(dir.path(), &docker_config, &["down", p]);
+            println!(
+                "registry-pull nodes={n} pull={mode} seconds={secs:.1} registry_bytes={bytes}"
+            );
+            measured.insert(mode, (secs, bytes));
+        }
+        let (ms, mb) = measured["master"];
+        let (es, eb) = measured["every-node"];
+        println!(
+            "registry-pull nodes={n} every-node/master bytes={:.2} seconds={:.2}",
+            eb as f64 / mb.max(1) as f64,
+            es / ms.max(0.001)
+        );
+    }
+}

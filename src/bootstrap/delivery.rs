@@ -1,0 +1,225 @@
+//! The Image step: the Horovod image on every node that lacks it (by id), by the profile's
+//! `container.source`: `pull` from a registry by the master, whose copy goes down the fan-out
+//! tree (or by every node, with `container.pull = "every-node"`); `transfer` and `build` sent
+//! once from this machine
+//! to the master over SSH ([`super::upload`]), then down the fan-out tree
+//! ([`super::image::fan_out_image`]); `build-remote` built on the master
+//! ([`super::remote_build`], run by the bootstrap before this step). Nodes that already hold
+//! the image get nothing: a second `up` sends no byte.
+
+use futures::future::try_join_all;
+
+use super::image::{fan_out_image, lacking, local_has_zstd, local_image_id, ImageFile, IMAGE_PORT};
+use super::upload::{upload_early, Uploaded};
+use super::{BootstrapError, Inputs, NodeSession};
+use crate::profile::{ImageSource, PullFrom};
+use crate::progress::Progress;
+use crate::registry::{self, PullAccess};
+use crate::ssh;
+
+/// Gets the Horovod image onto every node that lacks it: `pull` on each node, or `transfer`:
+/// sent once from this machine to the master ([`upload_early`], already done when `early`),
+/// loaded there while it goes down the fan-out tree over the private network (one copy over
+/// the user's link, at most `inputs.fanout` copies out of any node).
+pub(super) async fn ensure_image(
+    inputs: &Inputs<'_>,
+    sessions: &[NodeSession],
+    bars: &[indicatif::ProgressBar],
+    progress: &Progress,
+    early: Option<Uploaded>,
+) -> Result<usize, BootstrapError> {
+    let p = inputs.profile;
+    let image = &p.container.image;
+    // A pulled image is the registry's: this machine's copy under the tag says nothing.
+    let want = match p.container.source {
+        ImageSource::Pull => None,
+        _ => local_image_id(image).await,
+    };
+    let missing = lacking(image, want.as_deref(), sessions).await?;
+    if missing.is_empty() {
+        return Ok(0);
+    }
+    let started = std::time::Instant::now();
+    match p.container.source {
+        ImageSource::Pull if p.container.pull == PullFrom::EveryNode => {
+            try_join_all(
+                missing
+                    .iter()
+                    .zip(bars)
+                    .map(|(s, bar)| pull_on(s, bar, image, inputs.pull_access.as_ref(), progress)),
+            )
+            .await?;
+        }
+        // One copy from the registry per cluster: the master pulls, the workers get the
+        // master's copy down the fan-out tree over the private network.
+        ImageSource::Pull => {
+            let master = &sessions[0];
+            if missing.iter().any(|s| s.node.name == master.node.name) {
+                pull_on(
+                    master,
+                    &bars[0],
+                    image,
+                    inputs.pull_access.as_ref(),
+                    progress,
+                )
+                .await?;
+            }
+            let workers: Vec<&NodeSession> = missing
+                .iter()
+                .copied()
+                .filter(|s| s.node.name != master.node.name)
+                .collect();
+            if !workers.is_empty() {
+                bars[0].set_message(format!(
+                    "serving {image} to {} worker(s) on port {IMAGE_PORT}",
+                    workers.len()
+                ));
+                // every node has zstd (the docker step installs it)
+                let file = ImageFile { zstd: true };
+                let fanned =
+                    fan_out_image(master, &workers, image, file, false, inputs.fanout).await;
+                let _ = master.ssh.sudo(&format!("rm -f {}", file.path())).await;
+                for line in fanned? {
+                    progress.line(&line);
+                }
+            }
+        }
+        // built on the master instead (super::remote_build), never sent from here
+        ImageSource::BuildRemote => return Ok(0),
+        ImageSource::Transfer | ImageSource::Build => {
+            if want.is_none() {
+                return Err(BootstrapError::Other(format!(
+                    "the image {image} is not on this machine; build it first (the local provider does so on `up`), or set container.source = \"pull\""
+                )));
+            }
+            let master = &sessions[0];
+            let master_lacks = missing.iter().any(|s| s.node.name == master.node.name);
+            let workers: Vec<&NodeSession> = missing
+                .iter()
+                .copied()
+                .filter(|s| s.node.name != master.node.name)
+                .collect();
+            // The master's file: what `upload_early` sent, or sent now (the master lacked the
+            // image only once Docker could tell), or (the master has the image, a worker
+            // does not) saved on the master by `fan_out_image`.
+            let uploaded = match early {
+                Some(u) => Some(u),
+                None if master_lacks => {
+                    bars[0].set_message(format!("sending {image} to the master"));
+                    upload_early(inputs, sessions, progress).await?
+                }
+                None => None,
+            };
+            let file = match &uploaded {
+                Some(u) => u.file,
+                None => ImageFile {
+                    zstd: local_has_zstd().await,
+                },
+            };
+            let received = uploaded.is_some();
+            bars[0].set_message(format!(
+                "loading {image}; serving it to {} worker(s) on port {IMAGE_PORT}",
+                workers.len()
+            ));
+            // The master loads the file it received while the workers fetch it: under
+            // emulation `docker load` is the slow part, so the two overlap.
+            let master_load = async {
+                if !received {
+                    return Ok(None);
+                }
+                let started = std::time::Instant::now();
+                master
+                    .ssh
+                    .sudo(&format!(
+                        "set -e -o pipefail\n{} {} | docker load -q >/dev/null",
+                        file.decompress(),
+                        file.path()
+                    ))
+                    .await
+                    .map(|_| Some(started.elapsed().as_secs_f64()))
+            };
+            let fan_out = async {
+                if workers.is_empty() {
+                    return Ok(Vec::new());
+                }
+                fan_out_image(master, &workers, image, file, received, inputs.fanout).await
+            };
+            let (loaded, fanned) = tokio::join!(master_load, fan_out);
+            let _ = master.ssh.sudo(&format!("rm -f {}", file.path())).await;
+            if let Some(secs) = loaded? {
+                progress.line(format!("{}: docker load {secs:.1}s", master.node.name));
+            }
+            for line in fanned? {
+                progress.line(&line);
+            }
+        }
+    }
+    progress.line(format!(
+        "image on the {} node(s) that lacked it after {:.1}s",
+        missing.len(),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(1)
+}
+
+/// `docker pull` on a node (the master, or every node with `container.pull = "every-node"`), with the registry's CA (when the profile names one) in
+/// Docker's `certs.d` for that registry, and the credentials (when there are any) in a
+/// Docker config made for this one pull: sent on the command's stdin (never in an argument
+/// or a log), in a private folder under /run that the same command removes, whatever the
+/// pull's outcome. A failed pull is explained in one line.
+async fn pull_on(
+    node: &NodeSession,
+    bar: &indicatif::ProgressBar,
+    image: &str,
+    access: Option<&PullAccess>,
+    progress: &Progress,
+) -> Result<(), BootstrapError> {
+    bar.set_message(format!("docker pull {image}"));
+    let started = std::time::Instant::now();
+    let registry = registry::registry_of(image);
+    if let Some(ca) = access.and_then(|a| a.ca_pem.as_deref()) {
+        node.ssh
+            .write_file(
+                &format!("/etc/docker/certs.d/{registry}/ca.crt"),
+                ca.as_bytes(),
+                0o644,
+            )
+            .await?;
+    }
+    let credentials = access.and_then(|a| a.credentials.as_ref());
+    let config = credentials
+        .map(|c| c.docker_config_json())
+        .unwrap_or_default();
+    // Left by a pull that was killed before its trap ran: nothing of it may stay.
+    let script = format!(
+        "set -e
+rm -rf /run/hvd-cluster-pull.*
+d=$(mktemp -d /run/hvd-cluster-pull.XXXXXX)
+         trap 'rm -rf \"$d\"' EXIT
+umask 077
+cat > \"$d/config.json\"
+         DOCKER_CONFIG=$d docker pull -q {} >/dev/null
+",
+        ssh::shell_quote(image)
+    );
+    let command = format!("sudo -n bash -c {}", ssh::shell_quote(&script));
+    node.ssh
+        .pipe_into(&command, config.as_bytes())
+        .await
+        .map(drop)
+        .map_err(|e| match e {
+            // what Docker said: the registry's answer, never the credentials
+            ssh::SshError::Command { stderr, .. } => BootstrapError::Other(format!(
+                "{}: {}",
+                node.node.name,
+                registry::explain_pull_failure(image, credentials.is_some(), &stderr)
+            )),
+            other => other.into(),
+        })?;
+    progress.line(format!(
+        "{}: pulled {image} in {:.1}s",
+        node.node.name,
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! `container.source = "pull"` from a private registry, end to end on one local cluster
+//! (master + 1 worker) and a real registry: Debian's docker-registry over TLS (a CA of its
+//! own, named by `container.registry_ca`) with basic auth, started by `tests/registry/start`,
+//! which pushes our Horovod image into it (the image's runtime is ours here; what a user's own
+//! image needs from outside is tests/own_image.rs's subject, not this test's).
+//! In order, on the same cluster:
+//! - wrong credentials: one clear line, the password in no output;
+//! - a tag the registry does not have: one clear line;
+//! - the user's Docker config (as `docker login` leaves it): the master pulls once, the
+//!   worker gets the master's copy over the private network, the check passes; the registry
+//!   sent about one copy of the image;
+//! - the password is nowhere: outputs, `status --json`, the cluster's folder, the nodes' files;
+//! - `up` again pulls nothing; `down` leaves nothing.
+//!
+//! Needs Docker and the images (scripts/test builds them first).
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::TestCluster;
+
+const IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-hvd0.28.1";
+
+struct Registry {
+    address: String,
+    state: PathBuf,
+    password: String,
+}
+
+impl Registry {
+    fn start() -> Registry {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = Command::new(root.join("tests/registry/start"))
+            .arg(IMAGE)
+            .output()
+            .expect("run tests/registry/start");
+        assert!(
+            out.status.success(),
+            "tests/registry/start failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let state = root.join("tests/registry/state");
+        let env: HashMap<String, String> = std::fs::read_to_string(state.join("env"))
+            .expect("the registry's env file")
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let password = std::fs::read_to_string(state.join("password"))
+            .expect("the registry's password")
+            .trim()
+            .to_string();
+        assert!(password.len() >= 16);
+        Registry {
+            address: env["HVD_REGISTRY"].clone(),
+            state,
+            password,
+        }
+    }
+
+    fn image(&self) -> String {
+        format!(
+            "{}/hvd-test/{}",
+            self.address,
+            IMAGE.rsplit('/').next().unwrap_or(IMAGE)
+        )
+    }
+
+    /// Bytes of image layers (blob GETs) the registry has sent so far.
+    fn blob_bytes_sent(&self) -> u64 {
+        let log = std::fs::read_to_string(self.state.join("registry.log")).unwrap_or_default();
+        log.lines()
+            .filter(|l| l.contains("response completed"))
+            .filter(|l| l.contains("http.request.method=GET") && l.contains("/blobs/sha256:"))
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix("http.response.written="))
+                    .and_then(|n| n.parse::<u64>().ok())
+            })
+            .sum()
+    }
+
+    /// The compressed size of the pushed image: what one pull takes from the registry.
+    fn one_copy_bytes(&self) -> u64 {
+        let repo = self.state.join("data/docker/registry/v2/blobs");
+        let mut total = 0;
+        let mut stack = vec![repo];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.file_name().is_some_and(|n| n == "data") {
+                    total += std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+                }
+            }
+        }
+        total
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Every file under `dir` whose bytes hold `needle`.
+fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if std::fs::read(&p)
+                .map(|b| String::from_utf8_lossy(&b).contains(needle))
+                .unwrap_or(false)
+            {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn pull_from_a_private_registry_once_per_cluster() {
+    let registry = Registry::start();
+    let image = registry.image();
+    let ca = registry.state.join("ca.crt");
+    let c = TestCluster::new("local.toml", "t-pull", |p| {
+        p.replace("count = 2", "count = 1")
+            .replace(
+                &format!("image = \"{IMAGE}\""),
+                &format!("image = \"{image}\"\nregistry_ca = \"{}\"", ca.display()),
+            )
+            .replace("source = \"build\"", "source = \"pull\"")
+    });
+    let (name, profile) = (c.name.clone(), c.profile.clone());
+    let empty_config = tempfile::tempdir().expect("a temp dir");
+    let up_with = |env: &[(&str, &str)]| -> Output {
+        let started = std::time::Instant::now();
+        let mut cmd = c.command(&["up", &profile]);
+        // no Docker config of this machine's user leaks in
+        cmd.env("DOCKER_CONFIG", empty_config.path())
+            .env_remove("HVD_CLUSTER_REGISTRY_USER")
+            .env_remove("HVD_CLUSTER_REGISTRY_PASSWORD");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run hvd-cluster up");
+        eprintln!(
+            "$ hvd-cluster up ({:?})\n--- exit {:?} after {:.0}s\n{}",
+            env.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            out.status.code(),
+            started.elapsed().as_secs_f64(),
+            text(&out)
+        );
+        out
+    };
+    let mut outputs = Vec::new();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // Wrong credentials: one clear line naming the registry, exit 1, no restart loop.
+        let wrong = "wrong-password-0123456789";
+        let out = up_with(&[
+            ("HVD_CLUSTER_REGISTRY_USER", "hvd-test"),
+            ("HVD_CLUSTER_REGISTRY_PASSWORD", wrong),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let said = text(&out);
+        assert!(
+            said.contains(&format!(
+                "the registry {} refused the credentials for {image}",
+                registry.address
+            )),
+            "{said}"
+        );
+        assert!(!said.contains(wrong), "the password was shown:\n{said}");
+        outputs.push(out);
+
+        // A tag the registry does not have.
+        let missing = format!(
+            "{}:no-such-tag",
+            image.rsplit_once(':').map_or(&*image, |x| x.0)
+        );
+        let edited = std::fs::read_to_string(&profile)
+            .expect("the profile")
+            .replace(&image, &missing);
+        std::fs::write(&profile, &edited).expect("write the profile");
+        let out = up_with(&[
+            ("HVD_CLUSTER_REGISTRY_USER", "hvd-test"),
+            ("HVD_CLUSTER_REGISTRY_PASSWORD", &registry.password),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(
+            text(&out).contains(&format!(
+                "the registry {} has no image {missing}",
+                registry.address
+            )),
+            "{}",
+            text(&out)
+        );
+        outputs.push(out);
+        std::fs::write(&profile, edited.replace(&missing, &image)).expect("write the profile");
+
+        // The user's Docker config, as `docker login` leaves it: one pull, then the fan-out.
+        let before = registry.blob_bytes_sent();
+        let docker_config = registry.state.join("docker");
+        let mut cmd = c.command(&["up", &profile]);
+        cmd.env("DOCKER_CONFIG", &docker_config)
+            .env_remove("HVD_CLUSTER_REGISTRY_USER")
+            .env_remove("HVD_CLUSTER_REGISTRY_PASSWORD");
+        let started = std::time::Instant::now();
+        let out = cmd.output().expect("run hvd-cluster up");
+        let secs = started.elapsed().as_secs_f64();
+        let said = text(&out);
+        eprintln!("$ hvd-cluster up (DOCKER_CONFIG)\n--- after {secs:.0}s\n{said}");
+        assert!(out.status.success(), "{said}");
+        assert!(
+            said.contains(&format!("{name}-master: pulled {image} in")),
+            "{said}"
+        );
+        assert!(
+            said.contains(&format!(
+                "image master -> {name}-worker-1 over plain TCP :12346 (zstd)"
+            )),
+            "{said}"
+        );
+        assert!(
+            said.contains(&format!(
+                "2 rank(s) joined on {name}-master, {name}-worker-1"
+            )),
+            "{said}"
+        );
+        let sent = registry.blob_bytes_sent() - before;
+        let copy = registry.one_copy_bytes();
+        eprintln!("registry sent {sent} bytes for a cluster of 2; one copy is {copy} bytes");
+        assert!(
+            sent > copy / 2 && sent < copy + copy / 2,
+            "one copy ({copy} bytes) from the registry, not {sent}"
+        );
+        outputs.push(out);
+
+        // The password is nowhere: outputs, status --json, the cluster's folder, the nodes.
+        let status = c.hvd(&["status", &profile, "--json"]);
+        outputs.push(status);
+        for out in &outputs {
+            assert!(!text(out).contains(&registry.password), "{}", text(out));
+        }
+        let leaked = files_holding(&c.state, &registry.password);
+        assert!(leaked.is_empty(), "the password is in {leaked:?}");
+        for node in [format!("{name}-master"), format!("{name}-worker-1")] {
+            let out = Command::new("docker")
+                .args(["exec", &node, "sh", "-c"])
+                .arg(format!(
+                    "ls -d /run/hvd-cluster-pull.* 2>/dev/null; grep -rlsF -- {} /etc /run /root /home /var/tmp /tmp; true",
+                    registry.password
+                ))
+                .output()
+                .expect("docker exec");
+            let found = String::from_utf8_lossy(&out.stdout);
+            assert!(found.trim().is_empty(), "{node} keeps: {found}");
+        }
+
+        // Again: nothing pulled, nothing sent.
+        let before = registry.blob_bytes_sent();
+        let mut cmd = c.command(&["up", &profile]);
+        cmd.env("DOCKER_CONFIG", &docker_config);
+        let out = cmd.output().expect("run hvd-cluster up");
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(!text(&out).contains("pulled"), "{}", text(&out));
+        assert_eq!(
+            registry.blob_bytes_sent(),
+            before,
+            "a second up pulls nothing"
+        );
+    }));
+    let down = c.hvd(&["down", &profile]);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+    assert!(down.status.success(), "down succeeds");
+}
