@@ -35,6 +35,27 @@ pub const RECIPE_IMAGES: &[&str] = &[
     HOROVOD_CUDA_IMAGE,
 ];
 
+/// Who brings what the cluster needs inside the Horovod container (sshd on the Horovod port,
+/// the cluster's keys, Jupyter Lab on the master).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerRuntime {
+    /// One of our images: its own entrypoint does it.
+    Image,
+    /// Any other image (a user's own): the tool brings it from outside the image, made on
+    /// each node from the node's own OpenSSH (templates/node/runtime.apply.sh).
+    Tool,
+}
+
+/// The runtime `image` runs with: ours carry theirs, every other image gets the tool's. Pure.
+pub fn runtime_for(image: &str) -> ContainerRuntime {
+    if RECIPE_IMAGES.contains(&image) {
+        ContainerRuntime::Image
+    } else {
+        ContainerRuntime::Tool
+    }
+}
+
 /// One of the recipe's images built without CUDA: on a node with GPUs it trains on its CPUs.
 fn is_cpu_build(image: &str) -> bool {
     RECIPE_IMAGES.contains(&image) && !build_env(image).contains(&("HVD_CUDA", "1"))

@@ -212,7 +212,7 @@ mod tests {
     #[test]
     fn container_command_carries_hash_hosts_and_jupyter_only_on_master() {
         let r = Renderer::new().unwrap();
-        let values = |role: &str, gpus: u32| json!({"role": role, "gpus": gpus, "config_hash": "abc123", "ssh_port": 12345, "image": "img:1", "hosts": hosts()});
+        let values = |role: &str, gpus: u32| json!({"role": role, "gpus": gpus, "config_hash": "abc123", "ssh_port": 12345, "image": "img:1", "hosts": hosts(), "runtime": "image", "kit_dir": "/opt/k"});
         let master = r
             .render("container.apply.sh", &values("master", 0))
             .unwrap();
@@ -238,9 +238,18 @@ mod tests {
     fn hostile_values_stay_inert_in_every_template() {
         let r = Renderer::new().unwrap();
         let evil = "x'; touch /tmp/hvd-canary; echo '$(id)`id`\nrm -rf /";
-        let values = json!({"role": "master", "gpus": 0, "config_hash": "abc", "ssh_port": 12345, "image": evil, "hosts": hosts()});
-        let apply = r.render("container.apply.sh", &values).unwrap();
-        assert!(apply.contains(&crate::ssh::shell_quote(evil)), "{apply}");
+        for runtime in ["image", "tool"] {
+            let values = json!({"role": "master", "gpus": 0, "config_hash": "abc", "ssh_port": 12345, "image": evil, "hosts": hosts(), "runtime": runtime, "kit_dir": "/opt/k"});
+            let apply = r.render("container.apply.sh", &values).unwrap();
+            assert!(
+                apply.contains(&format!("image={}\n", crate::ssh::shell_quote(evil))),
+                "{apply}"
+            );
+            // the name reaches docker only through that quoted variable, never raw
+            assert!(!apply.contains(evil), "{apply}");
+            let check = r.render("container.check.sh", &values).unwrap();
+            assert!(check.contains(&crate::ssh::shell_quote(evil)), "{check}");
+        }
         // The /shared scripts: the subnet and the export location are refused before they are
         // rendered; the master's name is quoted.
         use crate::bootstrap::{shared_values, SharedInputs};

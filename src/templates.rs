@@ -30,6 +30,8 @@ pub const SHARED_CHECK: Template = node_template!("shared.check.sh");
 pub const SHARED_APPLY: Template = node_template!("shared.apply.sh");
 pub const CONTAINER_CHECK: Template = node_template!("container.check.sh");
 pub const CONTAINER_APPLY: Template = node_template!("container.apply.sh");
+pub const RUNTIME_CHECK: Template = node_template!("runtime.check.sh");
+pub const RUNTIME_APPLY: Template = node_template!("runtime.apply.sh");
 
 // What the scripts and the cluster's files are made of.
 pub const LIB: Template = node_template!("lib.sh");
@@ -38,6 +40,18 @@ pub const GANESHA_CONF: Template = node_template!("ganesha.conf");
 pub const CLOUD_CONFIG: Template = node_template!("cloud-config.yaml");
 pub const DISCOVER_HOSTS: Template = node_template!("discover_hosts.sh");
 pub const IMAGE_BUILD: Template = node_template!("image_build.sh");
+
+/// The runtime a user's image gets from outside (runtime.apply.sh writes these into it): each
+/// file's name in the runtime folder, and its template.
+pub const RUNTIME_FILES: &[(&str, Template)] = &[
+    ("entry.sh", node_template!("runtime-entry.sh")),
+    ("sshd_config", node_template!("runtime-sshd_config")),
+    ("ssh_config", node_template!("runtime-ssh_config")),
+    (
+        "jupyter_server_config.py",
+        node_template!("runtime-jupyter_config.py"),
+    ),
+];
 
 /// Every tera template, for the renderer.
 pub const ALL: &[Template] = &[
@@ -50,6 +64,12 @@ pub const ALL: &[Template] = &[
     SHARED_APPLY,
     CONTAINER_CHECK,
     CONTAINER_APPLY,
+    RUNTIME_CHECK,
+    RUNTIME_APPLY,
+    RUNTIME_FILES[0].1,
+    RUNTIME_FILES[1].1,
+    RUNTIME_FILES[2].1,
+    RUNTIME_FILES[3].1,
     LIB,
     HOSTFILE,
     GANESHA_CONF,

@@ -1,8 +1,9 @@
 //! `container.source = "pull"` from a private registry, end to end on one local cluster
 //! (master + 1 worker) and a real registry: Debian's docker-registry over TLS (a CA of its
 //! own, named by `container.registry_ca`) with basic auth, started by `tests/registry/start`,
-//! which pushes our Horovod image into it (the image's runtime is ours here; what a user's own
-//! image needs from outside is tests/own_image.rs's subject, not this test's).
+//! which pushes the stand-in for the public horovod/horovod images into it (standins/: Debian's
+//! PyTorch and Horovod from PyPI, openssh-server installed but not running, a shell as its
+//! command, nothing of ours inside): the tool brings the image's runtime from outside.
 //! In order, on the same cluster:
 //! - wrong credentials: one clear line, the password in no output;
 //! - a tag the registry does not have: one clear line;
@@ -16,92 +17,11 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::registry::{Registry, OUR_IMAGE, STAND_IN};
 use common::TestCluster;
-
-const IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-hvd0.28.1";
-
-struct Registry {
-    address: String,
-    state: PathBuf,
-    password: String,
-}
-
-impl Registry {
-    fn start() -> Registry {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let out = Command::new(root.join("tests/registry/start"))
-            .arg(IMAGE)
-            .output()
-            .expect("run tests/registry/start");
-        assert!(
-            out.status.success(),
-            "tests/registry/start failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let state = root.join("tests/registry/state");
-        let env: HashMap<String, String> = std::fs::read_to_string(state.join("env"))
-            .expect("the registry's env file")
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let password = std::fs::read_to_string(state.join("password"))
-            .expect("the registry's password")
-            .trim()
-            .to_string();
-        assert!(password.len() >= 16);
-        Registry {
-            address: env["HVD_REGISTRY"].clone(),
-            state,
-            password,
-        }
-    }
-
-    fn image(&self) -> String {
-        format!(
-            "{}/hvd-test/{}",
-            self.address,
-            IMAGE.rsplit('/').next().unwrap_or(IMAGE)
-        )
-    }
-
-    /// Bytes of image layers (blob GETs) the registry has sent so far.
-    fn blob_bytes_sent(&self) -> u64 {
-        let log = std::fs::read_to_string(self.state.join("registry.log")).unwrap_or_default();
-        log.lines()
-            .filter(|l| l.contains("response completed"))
-            .filter(|l| l.contains("http.request.method=GET") && l.contains("/blobs/sha256:"))
-            .filter_map(|l| {
-                l.split_whitespace()
-                    .find_map(|w| w.strip_prefix("http.response.written="))
-                    .and_then(|n| n.parse::<u64>().ok())
-            })
-            .sum()
-    }
-
-    /// The compressed size of the pushed image: what one pull takes from the registry.
-    fn one_copy_bytes(&self) -> u64 {
-        let repo = self.state.join("data/docker/registry/v2/blobs");
-        let mut total = 0;
-        let mut stack = vec![repo];
-        while let Some(dir) = stack.pop() {
-            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.file_name().is_some_and(|n| n == "data") {
-                    total += std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-                }
-            }
-        }
-        total
-    }
-}
 
 fn text(out: &Output) -> String {
     format!(
@@ -134,12 +54,12 @@ fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
 #[test]
 fn pull_from_a_private_registry_once_per_cluster() {
     let registry = Registry::start();
-    let image = registry.image();
+    let image = registry.image(STAND_IN);
     let ca = registry.state.join("ca.crt");
     let c = TestCluster::new("local.toml", "t-pull", |p| {
         p.replace("count = 2", "count = 1")
             .replace(
-                &format!("image = \"{IMAGE}\""),
+                &format!("image = \"{OUR_IMAGE}\""),
                 &format!("image = \"{image}\"\nregistry_ca = \"{}\"", ca.display()),
             )
             .replace("source = \"build\"", "source = \"pull\"")
@@ -241,7 +161,7 @@ fn pull_from_a_private_registry_once_per_cluster() {
             "{said}"
         );
         let sent = registry.blob_bytes_sent() - before;
-        let copy = registry.one_copy_bytes();
+        let copy = registry.one_copy_bytes(STAND_IN);
         eprintln!("registry sent {sent} bytes for a cluster of 2; one copy is {copy} bytes");
         assert!(
             sent > copy / 2 && sent < copy + copy / 2,

@@ -52,6 +52,12 @@ pub enum BootstrapError {
 /// Where files live on every node (mounted read-only into the Horovod container).
 pub const NODE_DIR: &str = "/etc/hvd-cluster";
 
+/// Where the runtime for a user's image is made on every node (runtime.apply.sh), and mounted
+/// read-only into its container at the same path; its parent keeps the containers' host key
+/// and, on the master, Jupyter Lab installed for an image without one.
+pub const RUNTIME_BASE: &str = "/opt/hvd-cluster";
+pub const RUNTIME_DIR: &str = "/opt/hvd-cluster/runtime";
+
 /// What the steps need beyond the profile.
 pub struct Inputs<'a> {
     pub profile: &'a Profile,
@@ -276,11 +282,19 @@ async fn check_apply(
     }
     bar.set_message(format!("{name}: applying"));
     let started = std::time::Instant::now();
-    s.ssh.sudo(apply).await.map_err(|e| BootstrapError::Step {
+    let said = s.ssh.sudo(apply).await.map_err(|e| BootstrapError::Step {
         node: s.node.name.clone(),
         step: name.into(),
         detail: e.to_string(),
     })?;
+    // What an apply script says the user should know (`hvd-note: ...` on its stdout).
+    for note in said.lines().filter_map(|l| l.strip_prefix("hvd-note: ")) {
+        progress.line(format!(
+            "{}: {name}: {}",
+            s.node.name,
+            crate::input::shown_message(note, 300)
+        ));
+    }
     s.ssh.sudo(check).await.map_err(|e| BootstrapError::Step {
         node: s.node.name.clone(),
         step: name.into(),

@@ -7,7 +7,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::{BootstrapError, Inputs, NodeSession, NODE_DIR};
+use super::{BootstrapError, Inputs, NodeSession, NODE_DIR, RUNTIME_BASE, RUNTIME_DIR};
+use crate::images::{self, ContainerRuntime};
 use crate::plan::Role;
 use crate::profile::{ImageSource, Profile, StorageKind};
 use crate::render::{self, HostSlots, Renderer};
@@ -120,6 +121,18 @@ pub const STEPS: &[Step] = &[
         does: Does::Files,
         when: always,
         values: no_values,
+    },
+    // A user's image: what the container needs from outside it, made on the node.
+    Step {
+        name: "runtime",
+        runs: Runs::EveryNode,
+        does: Does::CheckApply {
+            check: templates::RUNTIME_CHECK,
+            apply: templates::RUNTIME_APPLY,
+            lib: true,
+        },
+        when: |p, _| images::runtime_for(&p.container.image) == ContainerRuntime::Tool,
+        values: runtime_values,
     },
     Step {
         name: "container",
@@ -279,9 +292,41 @@ pub fn shared_values(
     }))
 }
 
+/// The runtime's files rendered for this cluster (base64, for the apply script) and their hash,
+/// which the node's stamp of the runtime includes.
+fn runtime_values(f: &Facts<'_>, _: &NodeSession) -> Result<Value, BootstrapError> {
+    runtime_files(&f.renderer, f.inputs.profile.container.ssh_port)
+}
+
+/// The values of runtime.check.sh / runtime.apply.sh. Pure.
+pub fn runtime_files(r: &Renderer, ssh_port: u16) -> Result<Value, BootstrapError> {
+    use base64::Engine as _;
+    let mut h = Sha256::new();
+    let mut files = Vec::new();
+    for (name, template) in templates::RUNTIME_FILES {
+        let text = r.render(template.name, &json!({ "ssh_port": ssh_port }))?;
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(text.as_bytes());
+        h.update([0]);
+        files.push(json!({
+            "name": name,
+            "b64": base64::engine::general_purpose::STANDARD.encode(text),
+        }));
+    }
+    Ok(json!({
+        "kit_dir": RUNTIME_DIR,
+        "base_dir": RUNTIME_BASE,
+        "files": files,
+        "files_hash": hex::encode(&h.finalize()[..8]),
+    }))
+}
+
 #[derive(Serialize)]
 struct ContainerValues<'a> {
     role: &'a str,
+    runtime: ContainerRuntime,
+    kit_dir: &'a str,
     gpus: u32,
     config_hash: &'a str,
     ssh_port: u16,
@@ -311,6 +356,8 @@ fn container_values(f: &Facts<'_>, s: &NodeSession) -> Result<Value, BootstrapEr
     let config_hash = hex::encode(&h.finalize()[..8]);
     let values = ContainerValues {
         role: s.node.role.as_str(),
+        runtime: images::runtime_for(&p.container.image),
+        kit_dir: RUNTIME_DIR,
         gpus: s.node.gpus,
         config_hash: &config_hash,
         ssh_port: p.container.ssh_port,
@@ -398,6 +445,7 @@ mod tests {
                 "shared",
                 "image",
                 "keys and files",
+                "runtime",
                 "container",
                 "collective ssh"
             ]
@@ -418,5 +466,115 @@ mod tests {
             .render("cloud-init.check.sh", &json!({}))
             .unwrap()
             .contains("cloud-init"));
+    }
+
+    /// A user's image: the runtime's files reach the node intact (base64 through the apply
+    /// script), every script is valid shell (the entry script POSIX sh: the image's /bin/sh may
+    /// be dash or busybox), and the container runs the entry script as root with the runtime
+    /// mounted, Jupyter's folder only on the master.
+    #[test]
+    fn a_users_image_gets_the_runtime_from_outside() {
+        use base64::Engine as _;
+        let r = Renderer::new().unwrap();
+        let v = runtime_files(&r, 2222).unwrap();
+        let files = v["files"].as_array().unwrap();
+        let names: Vec<&str> = files.iter().map(|f| f["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "entry.sh",
+                "sshd_config",
+                "ssh_config",
+                "jupyter_server_config.py"
+            ]
+        );
+        let decoded = |name: &str| {
+            let f = files.iter().find(|f| f["name"] == name).unwrap();
+            String::from_utf8(
+                base64::engine::general_purpose::STANDARD
+                    .decode(f["b64"].as_str().unwrap())
+                    .unwrap(),
+            )
+            .unwrap()
+        };
+        assert!(decoded("ssh_config").contains("Port 2222\n"));
+        assert!(decoded("sshd_config").contains("AuthorizedKeysFile /etc/hvd-cluster/ssh/"));
+        // another port is another runtime (the stamp, and so the containers, follow)
+        assert_ne!(
+            runtime_files(&r, 2223).unwrap()["files_hash"],
+            v["files_hash"]
+        );
+        let apply = r.script("runtime.apply.sh", &v).unwrap();
+        let check = r.script("runtime.check.sh", &v).unwrap();
+        assert!(apply.contains("hvd_runtime_stamp ") && check.contains(RUNTIME_DIR));
+        let container = |role: &str, runtime: &str| {
+            let values = json!({"role": role, "gpus": 0, "config_hash": "abc", "ssh_port": 2222,
+                "image": "registry.example:5000/team/hvd:1", "hosts": [], "runtime": runtime,
+                "kit_dir": RUNTIME_DIR});
+            (
+                r.render("container.apply.sh", &values).unwrap(),
+                r.render("container.check.sh", &values).unwrap(),
+            )
+        };
+        let (master, master_check) = container("master", "tool");
+        assert!(master.contains("--user 0 --entrypoint /bin/sh"), "{master}");
+        assert!(
+            master.contains("\"$image\" \"$kit/entry.sh\" >/dev/null"),
+            "{master}"
+        );
+        assert!(master.contains("-e HVD_JUPYTER=1 $user_base"), "{master}");
+        assert!(master.contains("--install-jupyter"), "{master}");
+        assert!(
+            master_check.contains("hvd-cluster.runtime"),
+            "{master_check}"
+        );
+        let (worker, _) = container("worker", "tool");
+        assert!(
+            !worker.contains("HVD_JUPYTER") && !worker.contains("jupyter"),
+            "{worker}"
+        );
+        let (ours, ours_check) = container("master", "image");
+        assert!(!ours.contains("entry.sh") && !ours_check.contains("hvd-cluster.runtime"));
+        let shell_ok = |shell: &str, text: &str| {
+            let mut child = std::process::Command::new(shell)
+                .arg("-n")
+                .stdin(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{shell}: {}\n{text}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        for text in [&apply, &check, &master, &master_check, &worker, &ours] {
+            shell_ok("bash", text);
+        }
+        shell_ok("sh", &decoded("entry.sh"));
+    }
+
+    #[test]
+    fn only_images_we_do_not_make_get_the_tools_runtime() {
+        assert_eq!(
+            images::runtime_for(images::HOROVOD_IMAGE),
+            ContainerRuntime::Image
+        );
+        assert_eq!(
+            images::runtime_for("198.18.0.1:5443/hvd-test/horovod:tf2.12.1-hvd0.28.1"),
+            ContainerRuntime::Tool
+        );
+        assert_eq!(
+            images::runtime_for("horovod/horovod:latest"),
+            ContainerRuntime::Tool
+        );
     }
 }

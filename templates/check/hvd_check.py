@@ -1,24 +1,36 @@
 """hvd-cluster acceptance check: every rank allreduces a known tensor and reports its host and
 the controller Horovod runs on (mpi or gloo);
-rank 0 times allreduce for a few message sizes. Output lines are parsed by `hvd-cluster check`."""
+rank 0 times allreduce for a few message sizes. Output lines are parsed by `hvd-cluster check`.
+TensorFlow where the image has it (our images), else PyTorch (a user's image may carry only
+one); never both in one process (their Horovod modules clash)."""
 import os
 import socket
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import horovod.tensorflow as hvd  # noqa: E402
+try:
+    import tensorflow as tf  # noqa: E402
+    import horovod.tensorflow as hvd  # noqa: E402
+
+    def filled(n, v):
+        return tf.fill([n], float(v))
+except ImportError:
+    import torch  # noqa: E402
+    import horovod.torch as hvd  # noqa: E402
+
+    def filled(n, v):
+        return torch.full([n], float(v))
 
 hvd.init()
 rank, size, host = hvd.rank(), hvd.size(), socket.gethostname()
-value = hvd.allreduce(tf.fill([4], float(rank + 1)), op=hvd.Sum, name="known").numpy()
+value = hvd.allreduce(filled(4, rank + 1), op=hvd.Sum, name="known").numpy()
 expected = size * (size + 1) / 2
 controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else "none"
 print(f"HVD_RANK rank={rank} size={size} host={host} sum={value[0]:g} expected={expected:g} "
       f"ok={bool(np.allclose(value, expected))} controller={controller}", flush=True)
 for mib in [int(m) for m in os.environ.get("HVD_CHECK_SIZES_MIB", "1,16,64").split(",") if m]:
-    t = tf.ones([mib * 1024 * 1024 // 4], tf.float32)
+    t = filled(mib * 1024 * 1024 // 4, 1)
     hvd.allreduce(t, op=hvd.Sum, name=f"warm_{mib}")
     iters = 3
     t0 = time.perf_counter()

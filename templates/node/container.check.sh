@@ -3,3 +3,6 @@
 set -e
 test "$(docker inspect -f '{{ "{{" }}.State.Running}} {{ "{{" }}index .Config.Labels "hvd-cluster.config"}}' hvd 2>/dev/null)" = "true {{ config_hash }}"
 test "$(docker inspect -f '{{ "{{" }}.Image}}' hvd)" = "$(docker image inspect -f '{{ "{{" }}.Id}}' {{ image | shell_quote }})"
+{% if runtime == "tool" %}# and on the runtime this node has now (made again when its OpenSSH changed)
+test "$(docker inspect -f '{{ "{{" }}index .Config.Labels "hvd-cluster.runtime"}}' hvd)" = "$(cat {{ kit_dir }}/stamp)"
+{% endif %}

@@ -86,3 +86,9 @@ hvd_shared_mounted_from() {  # SOURCE
   [ "$(findmnt -n -t nfs,nfs4 -o SOURCE --mountpoint /shared 2>/dev/null)" = "$1" ] &&
     grep -qxF "$(hvd_fstab_line "$1")" /etc/fstab
 }
+
+# The runtime for a user's image (runtime.apply.sh) is made of this node's OpenSSH and the
+# files whose hash is $1: a changed binary or file makes it again (and recreates the container).
+hvd_runtime_stamp() {
+  { sha256sum /usr/sbin/sshd "$(command -v ssh)"; echo "$1"; } | sha256sum | cut -c1-16
+}

@@ -4,6 +4,8 @@
 
 pub mod bench_report;
 pub mod cloud;
+pub mod mnist;
+pub mod registry;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,287 @@
+//! A user's own image as the cluster's containers (`container.source = "pull"` of an image we
+//! do not make), end to end on ONE local cluster (master + 2 workers) and the private registry
+//! of tests/registry/start. The image is the stand-in for a vendor's framework container
+//! (tests/registry/standins/Dockerfile, `like-vendor`: Debian's PyTorch and Horovod from PyPI,
+//! no OpenSSH at all, no Jupyter, an entrypoint that prints a banner and runs its arguments, a
+//! non-root default user, nothing of ours inside), pulled with the credentials in
+//! HVD_CLUSTER_REGISTRY_USER / _PASSWORD (tests/registry_pull.rs covers the Docker config, a
+//! refused login, a missing tag and the horovod/horovod-like stand-in). In order:
+//! - the profile first names an image that cannot serve (Python, no Horovod): `up` stops at the
+//!   container step with one line naming the image and what it lacks, and leaves no container
+//!   behind (no restart loop);
+//! - the profile fixed, `up` goes on: the tool says it installs Jupyter Lab into the image's
+//!   Python, the check passes with every rank, the Jupyter URL answers;
+//! - a terminal of that Jupyter runs `horovodrun` across every slot (over its websocket, as a
+//!   browser does);
+//! - examples/pytorch_mnist.py through `run`;
+//! - examples/pytorch_elastic.py grows from 2 to 3 workers with `scale`.
+//!
+//! Needs Docker and the base image (scripts/test builds it first).
+
+mod common;
+
+use std::net::TcpStream;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::mnist::assert_mnist_ran_everywhere;
+use common::registry::{Registry, NO_HOROVOD, OUR_IMAGE, VENDOR_STAND_IN};
+use common::{ElasticJob, TestCluster};
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Types `command` into a new terminal of the Jupyter server at `url` (`.../lab?token=T`) and
+/// returns what the terminal showed until the command ended; the command's exit code follows
+/// `HVD_TERM_EXIT=` in it.
+fn in_jupyter_terminal(url: &str, command: &str, limit: Duration) -> String {
+    let (base, token) = url.split_once("/lab?token=").expect("a token in the URL");
+    let host = base.strip_prefix("http://").expect("an http:// URL");
+    let made = Command::new("curl")
+        .args(["-s", "-f", "-X", "POST", "-H"])
+        .arg(format!("Authorization: token {token}"))
+        .arg(format!("{base}/api/terminals"))
+        .output()
+        .expect("curl");
+    assert!(made.status.success(), "a new terminal: {}", text(&made));
+    let terminal: serde_json::Value =
+        serde_json::from_slice(&made.stdout).expect("the terminal as JSON");
+    let name = terminal["name"].as_str().expect("the terminal's name");
+    let stream = TcpStream::connect(host).expect("connect to Jupyter");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a read timeout");
+    let (mut ws, _) = tungstenite::client(
+        format!("ws://{host}/terminals/websocket/{name}?token={token}"),
+        stream,
+    )
+    .expect("the terminal's websocket");
+    let typed = format!("{command}; echo HVD_TERM_EXIT=$?\r");
+    ws.send(tungstenite::Message::Text(
+        serde_json::json!(["stdin", typed]).to_string(),
+    ))
+    .expect("type into the terminal");
+    let deadline = Instant::now() + limit;
+    let mut shown = String::new();
+    loop {
+        // the echo of the typed line holds `HVD_TERM_EXIT=$?`; the command's end, a number
+        if terminal_exit(&shown).is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the terminal did not finish `{command}` within {limit:?}:\n{shown}"
+        );
+        match ws.read() {
+            Ok(tungstenite::Message::Text(m)) => {
+                if let Ok(serde_json::Value::Array(parts)) = serde_json::from_str(&m) {
+                    if parts.first().and_then(|k| k.as_str()) == Some("stdout") {
+                        shown.push_str(parts.get(1).and_then(|t| t.as_str()).unwrap_or(""));
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => panic!("the terminal's websocket: {e}\n{shown}"),
+        }
+    }
+    let _ = ws.close(None);
+    shown
+}
+
+/// The exit code the terminal printed after `HVD_TERM_EXIT=`.
+fn terminal_exit(shown: &str) -> Option<u32> {
+    shown.split("HVD_TERM_EXIT=").skip(1).find_map(|r| {
+        let digits: String = r.chars().take_while(|c| c.is_ascii_digit()).collect();
+        digits.parse().ok()
+    })
+}
+
+#[test]
+fn a_users_image_runs_the_cluster() {
+    let registry = Registry::start();
+    let good = registry.image(VENDOR_STAND_IN);
+    let bad = registry.image(NO_HOROVOD);
+    let c = TestCluster::new("local.toml", "t-own", |p| {
+        p.replace(
+            &format!("image = \"{OUR_IMAGE}\""),
+            &format!(
+                "image = \"{bad}\"\nregistry_ca = \"{}\"",
+                registry.state.join("ca.crt").display()
+            ),
+        )
+        .replace("source = \"build\"", "source = \"pull\"")
+    });
+    let (name, profile) = (c.name.clone(), c.profile.clone());
+    let no_docker_config = tempfile::tempdir().expect("a temp dir");
+    let up = || -> Output {
+        let started = Instant::now();
+        let out = c
+            .command(&["up", &profile])
+            .env("DOCKER_CONFIG", no_docker_config.path())
+            .env("HVD_CLUSTER_REGISTRY_USER", "hvd-test")
+            .env("HVD_CLUSTER_REGISTRY_PASSWORD", &registry.password)
+            .output()
+            .expect("run hvd-cluster up");
+        eprintln!(
+            "$ hvd-cluster up\n--- exit {:?} after {:.0}s\n{}",
+            out.status.code(),
+            started.elapsed().as_secs_f64(),
+            text(&out)
+        );
+        out
+    };
+    let started = Instant::now();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // An image that cannot serve: one line at the container step, no container left.
+        let out = up();
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(
+            said.contains(&format!(
+                "the image {bad} cannot run as the cluster's containers: it has no horovodrun on its PATH"
+            )),
+            "{said}"
+        );
+        assert!(!said.contains(&registry.password), "{said}");
+        // the runtime was made on every node before the container step found the image unfit
+        assert_eq!(said.matches(": runtime applied in").count(), 3, "{said}");
+        for node in [format!("{name}-master"), format!("{name}-worker-1")] {
+            let left = Command::new("docker")
+                .args([
+                    "exec",
+                    &node,
+                    "docker",
+                    "ps",
+                    "-aq",
+                    "--filter",
+                    "name=^hvd$",
+                ])
+                .output()
+                .expect("docker exec");
+            assert!(
+                left.status.success() && left.stdout.is_empty(),
+                "{node} keeps a container: {}",
+                text(&left)
+            );
+        }
+
+        // The profile fixed: the same cluster goes on with the user's image.
+        let edited = std::fs::read_to_string(&profile)
+            .expect("the profile")
+            .replace(&bad, &good);
+        std::fs::write(&profile, edited).expect("write the profile");
+        let out = up();
+        let said = text(&out);
+        assert!(out.status.success(), "{said}");
+        assert!(
+            said.contains(
+                "the image has no Jupyter Lab: installed it from PyPI with the image's own pip"
+            ),
+            "{said}"
+        );
+        assert!(
+            said.contains(&format!(
+                "3 rank(s) joined on {name}-master, {name}-worker-1, {name}-worker-2"
+            )),
+            "{said}"
+        );
+        assert!(said.contains("Jupyter answers \"JupyterLab\""), "{said}");
+        // the image's own user, entrypoint and command were not run; ours was, as root
+        let pid1 = c.on_node(
+            "master",
+            &["sudo docker inspect -f '{{.Config.User}} {{json .Config.Entrypoint}}' hvd"],
+        );
+        assert_eq!(pid1.trim(), "0 [\"/bin/sh\"]", "{pid1}");
+        eprintln!(
+            "up with the user's image: {:.0}s",
+            started.elapsed().as_secs_f64()
+        );
+
+        // A terminal of the printed Jupyter URL runs horovodrun across every slot.
+        let url = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("Jupyter Lab: "))
+            .expect("a Jupyter URL")
+            .trim()
+            .to_string();
+        let worker_ip = c.status_json()["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .find(|n| n["name"] == format!("{name}-worker-1"))
+            .and_then(|n| n["private_ip"].as_str().map(String::from))
+            .expect("worker-1's private address");
+        let route = c.on_node("master", &["ip", "-o", "-4", "route", "get", &worker_ip]);
+        let iface = route
+            .split_whitespace()
+            .skip_while(|w| *w != "dev")
+            .nth(1)
+            .expect("the interface towards the workers")
+            .to_string();
+        let t = Instant::now();
+        let shown = in_jupyter_terminal(
+            &url,
+            &format!(
+                "horovodrun -np 3 --hostfile /horovod/generated/hostfile -p 12345 \
+                 --network-interfaces {iface} python /etc/hvd-cluster/check.py 2>&1 | grep HVD_RANK"
+            ),
+            Duration::from_secs(400),
+        );
+        eprintln!("--- the Jupyter terminal showed:\n{shown}");
+        assert_eq!(terminal_exit(&shown), Some(0), "{shown}");
+        for rank in 0..3 {
+            assert!(
+                shown.contains(&format!("rank={rank} size=3")) && shown.contains("ok=True"),
+                "rank {rank}:\n{shown}"
+            );
+        }
+        eprintln!(
+            "horovodrun in a Jupyter terminal: {:.0}s",
+            t.elapsed().as_secs_f64()
+        );
+
+        // The MNIST example through `run`.
+        let t = Instant::now();
+        let run = c.hvd(&[
+            "run",
+            &profile,
+            "--send",
+            "examples/pytorch_mnist.py",
+            "--",
+            "python",
+            "pytorch_mnist.py",
+            "--epochs",
+            "3",
+        ]);
+        assert!(run.status.success(), "the MNIST job succeeds");
+        assert_mnist_ran_everywhere(&c, &String::from_utf8_lossy(&run.stdout), 3, 3);
+        eprintln!("mnist: {:.0}s", t.elapsed().as_secs_f64());
+
+        // Elastic training grows from 2 to 3 workers.
+        let t = Instant::now();
+        let mut job = ElasticJob::start_example(&c, 4, "pytorch_elastic.py", &[]);
+        job.wait_size(2, Duration::from_secs(240));
+        let scale = c.hvd(&["scale", &profile, "--workers", "3"]);
+        assert!(scale.status.success(), "{}", text(&scale));
+        job.wait_size(3, Duration::from_secs(240));
+        let sizes = job.stop_and_verify(&c);
+        assert!(sizes.contains(&2) && sizes.contains(&3), "{sizes:?}");
+        eprintln!("elastic 2 -> 3: {:.0}s", t.elapsed().as_secs_f64());
+    }));
+    let down = c.hvd(&["down", &profile]);
+    eprintln!("whole test: {:.0}s", started.elapsed().as_secs_f64());
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+    assert!(down.status.success(), "down succeeds");
+}
