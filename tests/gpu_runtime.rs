@@ -339,7 +339,9 @@ fn gpu_runtime_script_on_debian_12() {
          printf '#!/bin/sh\\necho \"$*\" >> /var/log/nvidia-ctk.calls\\n' > /usr/local/bin/nvidia-ctk\n\
          printf '#!/bin/sh\\nexit 1\\n' > /usr/local/sbin/modprobe\n\
          chmod 755 /usr/local/bin/apt-get /usr/local/bin/nvidia-ctk /usr/local/sbin/modprobe\n\
-         bash /w/apply.sh > $out/stdout 2> $out/stderr; rc=$?",
+         bash /w/apply.sh > $out/stdout 2> $out/stderr; rc=$?\n\
+         printf '#!/bin/sh\\necho \"modprobe: ERROR: could not insert nvidia: Key was rejected by service\" >&2\\nexit 1\\n' > /usr/local/sbin/modprobe\n\
+         bash /w/apply.sh > /dev/null 2> $out/stderr-sb; echo $? > $out/rc-sb",
     );
     let o = Path::new(&o);
     let stderr = read(&o.join("stderr"));
@@ -377,10 +379,18 @@ fn gpu_runtime_script_on_debian_12() {
     assert!(update < driver && driver < toolkit, "{apt}");
     assert_eq!(read(&o.join("list")), list);
     assert_eq!(
-        read(&o.join("nvidia-ctk")),
-        "runtime configure --runtime=docker\n"
+        read(&o.join("nvidia-ctk")).lines().next(),
+        Some("runtime configure --runtime=docker")
     );
-    assert_eq!(read(&o.join("service")), "docker restart\n");
+    assert_eq!(
+        read(&o.join("service")).lines().next(),
+        Some("docker restart")
+    );
+    // Secure Boot refusing the module: a reboot would not mend it, so no reboot request
+    let sb = read(&o.join("stderr-sb"));
+    assert_eq!(read(&o.join("rc-sb")).trim(), "1", "{sb}");
+    assert!(sb.contains("refused by Secure Boot"), "{sb}");
+    assert!(!sb.contains(gpu::REBOOT_MARKER), "{sb}");
 
     functions(w);
     let secs = started.elapsed().as_secs();
