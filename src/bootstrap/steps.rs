@@ -3,6 +3,8 @@
 //! Adding a step is one entry here (and its templates in that table); the runner in
 //! [`super::bootstrap`] needs no change unless the step does something new.
 
+pub mod gpu;
+
 use serde::Serialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -90,7 +92,7 @@ pub const STEPS: &[Step] = &[
             lib: true,
         },
         when: has_gpus,
-        values: no_values,
+        values: gpu_values,
     },
     // /shared: the master serves it first, then the workers mount it (Manila: every node
     // mounts the share at once).
@@ -220,6 +222,12 @@ impl<'a> Facts<'a> {
             image_id,
         })
     }
+}
+
+/// The GPU runtime's plan table and NVIDIA's repository and key (see [`gpu`]).
+fn gpu_values(_: &Facts<'_>, _: &NodeSession) -> Result<Value, BootstrapError> {
+    gpu::values(&gpu::ToolkitRepo::nvidia())
+        .map_err(|e| BootstrapError::Other(format!("the GPU runtime: {e}")))
 }
 
 fn docker_values(f: &Facts<'_>, s: &NodeSession) -> Result<Value, BootstrapError> {
