@@ -9,7 +9,8 @@
 //! - a tag the registry does not have: one clear line;
 //! - the user's Docker config (as `docker login` leaves it): the master pulls once, the
 //!   worker gets the master's copy over the private network, the check passes; the registry
-//!   sent about one copy of the image;
+//!   sent about one copy of the image; a terminal of the Jupyter the tool installed into the
+//!   image's Python runs horovodrun across both nodes;
 //! - the password is nowhere: outputs, `status --json`, the cluster's folder, the nodes' files;
 //! - `up` again pulls nothing; `down` leaves nothing.
 //!
@@ -20,6 +21,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::jupyter::{horovodrun_in_terminal, jupyter_url};
 use common::registry::{Registry, OUR_IMAGE, STAND_IN};
 use common::TestCluster;
 
@@ -167,6 +169,12 @@ fn pull_from_a_private_registry_once_per_cluster() {
             sent > copy / 2 && sent < copy + copy / 2,
             "one copy ({copy} bytes) from the registry, not {sent}"
         );
+        // The image's Jupyter was installed by the tool; its terminal runs horovodrun.
+        assert!(
+            said.contains("the image has no Jupyter Lab: installed it from PyPI"),
+            "{said}"
+        );
+        horovodrun_in_terminal(&c, &jupyter_url(&out), 2);
         outputs.push(out);
 
         // The password is nowhere: outputs, status --json, the cluster's folder, the nodes.

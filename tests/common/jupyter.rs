@@ -1,0 +1,134 @@
+//! Jupyter Lab as a user meets it: the URL `up` prints, and a terminal of it driven over its
+//! websocket as a browser does.
+
+use std::net::TcpStream;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use super::TestCluster;
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The `Jupyter Lab: URL` line of `up`'s output.
+pub fn jupyter_url(up: &Output) -> String {
+    String::from_utf8_lossy(&up.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("Jupyter Lab: "))
+        .expect("a Jupyter URL")
+        .trim()
+        .to_string()
+}
+
+/// Types `command` into a new terminal of the Jupyter server at `url` (`.../lab?token=T`) and
+/// returns what the terminal showed until the command ended; the command's exit code follows
+/// `HVD_TERM_EXIT=` in it.
+pub fn in_jupyter_terminal(url: &str, command: &str, limit: Duration) -> String {
+    let (base, token) = url.split_once("/lab?token=").expect("a token in the URL");
+    let host = base.strip_prefix("http://").expect("an http:// URL");
+    let made = Command::new("curl")
+        .args(["-s", "-f", "-X", "POST", "-H"])
+        .arg(format!("Authorization: token {token}"))
+        .arg(format!("{base}/api/terminals"))
+        .output()
+        .expect("curl");
+    assert!(made.status.success(), "a new terminal: {}", text(&made));
+    let terminal: serde_json::Value =
+        serde_json::from_slice(&made.stdout).expect("the terminal as JSON");
+    let name = terminal["name"].as_str().expect("the terminal's name");
+    let stream = TcpStream::connect(host).expect("connect to Jupyter");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a read timeout");
+    let (mut ws, _) = tungstenite::client(
+        format!("ws://{host}/terminals/websocket/{name}?token={token}"),
+        stream,
+    )
+    .expect("the terminal's websocket");
+    let typed = format!("{command}; echo HVD_TERM_EXIT=$?\r");
+    ws.send(tungstenite::Message::Text(
+        serde_json::json!(["stdin", typed]).to_string(),
+    ))
+    .expect("type into the terminal");
+    let deadline = Instant::now() + limit;
+    let mut shown = String::new();
+    loop {
+        // the echo of the typed line holds `HVD_TERM_EXIT=$?`; the command's end, a number
+        if terminal_exit(&shown).is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the terminal did not finish `{command}` within {limit:?}:\n{shown}"
+        );
+        match ws.read() {
+            Ok(tungstenite::Message::Text(m)) => {
+                if let Ok(serde_json::Value::Array(parts)) = serde_json::from_str(&m) {
+                    if parts.first().and_then(|k| k.as_str()) == Some("stdout") {
+                        shown.push_str(parts.get(1).and_then(|t| t.as_str()).unwrap_or(""));
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(tungstenite::Error::Io(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => panic!("the terminal's websocket: {e}\n{shown}"),
+        }
+    }
+    let _ = ws.close(None);
+    shown
+}
+
+/// The exit code the terminal printed after `HVD_TERM_EXIT=`.
+pub fn terminal_exit(shown: &str) -> Option<u32> {
+    shown.split("HVD_TERM_EXIT=").skip(1).find_map(|r| {
+        let digits: String = r.chars().take_while(|c| c.is_ascii_digit()).collect();
+        digits.parse().ok()
+    })
+}
+
+
+/// In a terminal of the Jupyter server at `url`, the tutorial's `horovodrun` over the
+/// hostfile at our images' path runs the check job on all `ranks` slots of `c`, every rank
+/// allreducing the right sum.
+pub fn horovodrun_in_terminal(c: &TestCluster, url: &str, ranks: u32) {
+    let worker_ip = c.status_json()["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .find(|n| n["name"] == format!("{}-worker-1", c.name))
+        .and_then(|n| n["private_ip"].as_str().map(String::from))
+        .expect("worker-1's private address");
+    let route = c.on_node("master", &["ip", "-o", "-4", "route", "get", &worker_ip]);
+    let iface = route
+        .split_whitespace()
+        .skip_while(|w| *w != "dev")
+        .nth(1)
+        .expect("the interface towards the workers")
+        .to_string();
+    let shown = in_jupyter_terminal(
+        url,
+        &format!(
+            "horovodrun -np {ranks} --hostfile /horovod/generated/hostfile -p 12345 \
+             --network-interfaces {iface} python /etc/hvd-cluster/check.py 2>&1 | grep HVD_RANK"
+        ),
+        Duration::from_secs(400),
+    );
+    eprintln!("--- the Jupyter terminal showed:\n{shown}");
+    assert_eq!(terminal_exit(&shown), Some(0), "{shown}");
+    for rank in 0..ranks {
+        assert!(
+            shown.contains(&format!("rank={rank} size={ranks}")),
+            "rank {rank}:\n{shown}"
+        );
+    }
+    assert!(!shown.contains("ok=False"), "{shown}");
+}
