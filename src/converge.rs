@@ -2,12 +2,13 @@
 //! halves that return what they did (the command prints it): [`provision`] connects and
 //! resolves names, observes and plans (with quotas, and for `heal` a probe of the workers
 //! over SSH), drains leaving workers from elastic discovery and applies; [`bootstrap_and_check`]
-//! bootstraps every node, lists the workers for elastic jobs and runs the acceptance check.
+//! bootstraps every node (rebooting, once, the nodes whose GPU driver loads only after a
+//! reboot), lists the workers for elastic jobs and runs the acceptance check.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::bootstrap;
+use crate::bootstrap::{self, reboot, BootstrapError, RebootRequest};
 use crate::check::{self, CheckReport};
 use crate::cluster::{self, Reach};
 use crate::context::Context;
@@ -202,8 +203,7 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
         opened.share_export = provider.share_export(&p.name).await?;
     }
     opened.pull_access = c.pull_access.clone();
-    let changed =
-        bootstrap::bootstrap(&opened.inputs(p, &c.dir), &opened.sessions, &ctx.progress).await?;
+    let changed = bootstrap_rebooting(ctx, c, &mut opened).await?;
     ctx.progress.line(format!(
         "bootstrap: {changed} step(s) changed something, after {:.1}s",
         c.started.elapsed().as_secs_f64()
@@ -221,6 +221,119 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
         jupyter_url: url.shown,
     })
 }
+
+/// Runs the bootstrap; when nodes must reboot before it can go on (the GPU driver loads only
+/// after a reboot), reboots them through the provider, waits for them, reconnects and runs
+/// the bootstrap again (its steps are idempotent), once: a second request is an error.
+async fn bootstrap_rebooting(
+    ctx: &Context,
+    c: &Provisioned,
+    opened: &mut cluster::Opened,
+) -> Result<usize, Error> {
+    let mut rebooted: Vec<String> = Vec::new();
+    loop {
+        let inputs = opened.inputs(&c.profile, &c.dir);
+        let asked = match bootstrap::bootstrap(&inputs, &opened.sessions, &ctx.progress).await {
+            Err(BootstrapError::RebootRequired { nodes }) => nodes,
+            done => return Ok(done?),
+        };
+        let names = reboot::to_reboot(&asked, &rebooted)?;
+        reboot_nodes(ctx, c, opened, &asked, &names).await?;
+        rebooted = names;
+    }
+}
+
+/// Reboots `names` through the provider and waits until each answers SSH from its new boot,
+/// all within [`REBOOT_DEADLINE`]; then remakes the sessions the reboot killed (every
+/// worker's too when the master rebooted: they are reached through it).
+async fn reboot_nodes(
+    ctx: &Context,
+    c: &Provisioned,
+    opened: &mut cluster::Opened,
+    asked: &[RebootRequest],
+    names: &[String],
+) -> Result<(), Error> {
+    let started = Instant::now();
+    for r in asked {
+        ctx.progress
+            .line(format!("{r}; rebooting the node, then bootstrapping again"));
+    }
+    // What each node runs now, to tell its next boot from it.
+    let mut before = Vec::new();
+    for s in opened
+        .sessions
+        .iter()
+        .filter(|s| names.contains(&s.node.name))
+    {
+        let mark = reboot::boot_mark(&s.ssh)
+            .await
+            .map_err(BootstrapError::from)?;
+        before.push((s.node.name.clone(), mark));
+    }
+    let remake = reboot::sessions_to_remake(&c.state.nodes, names);
+    let (dead, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut opened.sessions)
+        .into_iter()
+        .partition(|s| remake.contains(&s.node.name));
+    for s in dead {
+        s.ssh.close().await;
+    }
+    opened.sessions = kept;
+    let spinner = ctx.progress.spinner("reboot");
+    spinner.set_message(format!(
+        "{}: waiting for the provider to restart them",
+        names.join(", ")
+    ));
+    let restarted = c.provider.reboot(&c.profile.name, names).await;
+    spinner.finish_and_clear();
+    restarted?;
+    let reach = Reach {
+        dir: &c.dir,
+        user: &c.profile.ssh_user,
+        nodes: &c.state.nodes,
+    };
+    let config = reach.ssh_config()?;
+    futures::future::try_join_all(before.iter().map(|(node, mark)| {
+        let config = &config;
+        async move {
+            let bar = ctx
+                .progress
+                .spinner(&format!("{node}: SSH after the reboot"));
+            let left = REBOOT_DEADLINE.saturating_sub(started.elapsed());
+            let back = reboot::wait_back(config, node, mark, left, |why| {
+                bar.set_message(why.to_string())
+            })
+            .await;
+            bar.finish_and_clear();
+            back
+        }
+    }))
+    .await?;
+    let again: Vec<_> = c
+        .state
+        .nodes
+        .iter()
+        .filter(|n| remake.contains(&n.name))
+        .cloned()
+        .collect();
+    let left = REBOOT_DEADLINE.saturating_sub(started.elapsed());
+    opened
+        .sessions
+        .extend(reach.connect(ctx, &again, left).await?);
+    // The order `cluster::open` gives: the master first, then the nodes as the state lists them.
+    let place = |name: &str| c.state.nodes.iter().position(|n| n.name == name);
+    opened
+        .sessions
+        .sort_by_key(|s| (s.node.role != Role::Master, place(&s.node.name)));
+    ctx.progress.line(format!(
+        "rebooted {} in {:.1}s",
+        names.join(", "),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
+/// From a reboot request to every rebooted node answering SSH again.
+const REBOOT_DEADLINE: Duration = Duration::from_secs(900);
 
 /// Keeps in the cluster's folder which workers the master's discovery file now lists, so
 /// `status` can say it without an SSH round trip.

@@ -9,6 +9,7 @@ pub mod delivery;
 pub mod fanout;
 pub mod image;
 pub mod layers;
+pub mod reboot;
 pub mod remote_build;
 pub mod session;
 pub mod steps;
@@ -26,6 +27,8 @@ use crate::state::{ClusterDir, StateError};
 use crate::wait::{wait_until, Probe, WaitError};
 
 pub use image::{local_image_id, worker_fetch_command, ImageFile, Relay, Transfer, IMAGE_PORT};
+use reboot::NodePass;
+pub use reboot::RebootRequest;
 pub use session::{connect_all, NodeSession};
 pub use steps::{shared_values, storage_name, SharedInputs};
 use steps::{Does, Facts, Runs, Step, STEPS};
@@ -44,6 +47,22 @@ pub enum BootstrapError {
         node: String,
         step: String,
         detail: String,
+    },
+    /// Nodes whose step cannot finish before they reboot (the GPU driver loads only after
+    /// one); every node that asked in the same pass. `converge` reboots them and runs again.
+    #[error("{}", nodes.iter().map(|r| format!("{r}: the node must reboot first")).collect::<Vec<_>>().join("\n"))]
+    RebootRequired { nodes: Vec<RebootRequest> },
+    /// Asked for a reboot again after one: see [`reboot::to_reboot`].
+    #[error("{}", reboot::did_not_help(.nodes, .rebooted))]
+    RebootDidNotHelp {
+        nodes: Vec<RebootRequest>,
+        rebooted: Vec<String>,
+    },
+    #[error("{node}: not back from its reboot after {secs}s: {last}")]
+    NotBack {
+        node: String,
+        secs: u64,
+        last: String,
     },
     #[error("{0}")]
     Other(String),
@@ -128,18 +147,27 @@ async fn run_steps(
                     .map_or(STEPS.len(), |n| at + n);
                 let chain = &STEPS[at..end];
                 let finish = last_on_nodes.is_some_and(|last| last < end);
-                let results = try_join_all(sessions.iter().zip(bars).map(|(s, bar)| async move {
+                let passes = try_join_all(sessions.iter().zip(bars).map(|(s, bar)| async move {
                     let mut n = 0;
                     for step in chain.iter().filter(|step| (step.when)(p, &s.node)) {
-                        n += run_on(facts, step, s, bar, progress).await? as usize;
+                        match run_on(facts, step, s, bar, progress).await {
+                            Ok(c) => n += c as usize,
+                            // This node stops here; the others finish their chain, so one
+                            // reboot round serves every node that asks in this pass.
+                            Err(BootstrapError::RebootRequired { nodes }) => {
+                                bar.finish_and_clear();
+                                return Ok(NodePass::Reboot(nodes));
+                            }
+                            Err(e) => return Err(e),
+                        }
                     }
                     if finish {
                         bar.finish_and_clear();
                     }
-                    Ok::<usize, BootstrapError>(n)
+                    Ok::<NodePass, BootstrapError>(NodePass::Done(n))
                 }))
                 .await?;
-                changed += results.iter().sum::<usize>();
+                changed += reboot::tally(passes)?;
                 at = end;
             }
             Runs::MasterFirst { together } => {
@@ -282,11 +310,18 @@ async fn check_apply(
     }
     bar.set_message(format!("{name}: applying"));
     let started = std::time::Instant::now();
-    let said = s.ssh.sudo(apply).await.map_err(|e| BootstrapError::Step {
-        node: s.node.name.clone(),
-        step: name.into(),
-        detail: e.to_string(),
-    })?;
+    let said =
+        s.ssh
+            .sudo(apply)
+            .await
+            .map_err(|e| match reboot::request(&s.node.name, name, &e) {
+                Some(asked) => BootstrapError::RebootRequired { nodes: vec![asked] },
+                None => BootstrapError::Step {
+                    node: s.node.name.clone(),
+                    step: name.into(),
+                    detail: e.to_string(),
+                },
+            })?;
     // What an apply script says the user should know (`hvd-note: ...` on its stdout).
     for note in said.lines().filter_map(|l| l.strip_prefix("hvd-note: ")) {
         progress.line(format!(

@@ -318,6 +318,26 @@ impl ServerCreate {
     }
 }
 
+/// Nova's `reboot` action: `Soft` asks the guest to shut down and starts it again (only
+/// from ACTIVE); `Hard` power-cycles it. Either shows status REBOOT / HARD_REBOOT (task_state
+/// `reboot*`) until the server is ACTIVE again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebootType {
+    Soft,
+    Hard,
+}
+
+impl RebootType {
+    /// The body of `POST /servers/{id}/action`: `{"reboot": {"type": "SOFT"}}`.
+    pub fn body(self) -> serde_json::Value {
+        let kind = match self {
+            RebootType::Soft => "SOFT",
+            RebootType::Hard => "HARD",
+        };
+        json!({ "reboot": { "type": kind } })
+    }
+}
+
 /// Filters for [`Compute::list_servers`] (all given ones must match).
 #[derive(Debug, Clone, Default)]
 pub struct ServerFilter {
@@ -461,6 +481,15 @@ impl Compute {
                 .send(&Request::delete(S, format!("servers/{id}")).retry_on_conflict())
                 .await,
         )
+    }
+
+    /// `POST /servers/{id}/action` with the `reboot` action (202, no body).
+    pub async fn reboot_server(&self, id: &str, kind: RebootType) -> Result<(), OpenStackError> {
+        let path = format!("servers/{id}/action");
+        self.session
+            .send(&Request::post(S, path, kind.body()))
+            .await
+            .map(drop)
     }
 
     /// `GET /limits` absolute limits of the project.

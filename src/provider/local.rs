@@ -221,6 +221,31 @@ impl LocalProvider {
         Ok(self.screen.nodes(cluster, nodes))
     }
 
+    /// Restarts the node containers named `nodes`, all at once: what a reboot is for a
+    /// container node (its entrypoint drops the last boot's state and starts sshd and Docker
+    /// again). `docker restart` returns once the container runs again.
+    pub async fn reboot(&self, cluster: &str, nodes: &[String]) -> Result<(), ProviderError> {
+        let ours: Vec<String> = self
+            .containers(cluster)
+            .await?
+            .into_iter()
+            .map(|c| c.names)
+            .collect();
+        if let Some(stranger) = nodes.iter().find(|n| !ours.contains(n)) {
+            return Err(ProviderError::Cloud(format!(
+                "no node container {} in cluster {cluster} to restart",
+                crate::input::shown(stranger)
+            )));
+        }
+        futures::future::try_join_all(nodes.iter().map(|name| async move {
+            docker(&["restart", name])
+                .await
+                .map_err(|e| ProviderError::Cloud(format!("restarting node {name}: {e}")))
+        }))
+        .await?;
+        Ok(())
+    }
+
     /// The 127.0.0.1 address Jupyter on the master is published at.
     pub async fn jupyter_endpoint(&self, cluster: &str) -> Result<Option<String>, ProviderError> {
         match docker(&["port", &Names(cluster).master(), "8888/tcp"]).await {
@@ -495,6 +520,14 @@ impl Provider for LocalProvider {
 
     fn nodes<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<Vec<Node>, ProviderError>> {
         Box::pin(LocalProvider::nodes(self, cluster))
+    }
+
+    fn reboot<'a>(
+        &'a self,
+        cluster: &'a str,
+        nodes: &'a [String],
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(LocalProvider::reboot(self, cluster, nodes))
     }
 
     fn jupyter_endpoint<'a>(

@@ -4,8 +4,8 @@
 //!
 //! A provider knows how a cluster is laid out on it ([`Provider::blueprint`]), resolves the
 //! names a profile uses, observes the cluster's resources by its tag, creates or deletes one
-//! resource at a time, lists the nodes with their addresses, checks quotas, and says where
-//! Jupyter and the Manila export are. `openstack` talks to a cloud through
+//! resource at a time, lists the nodes with their addresses, reboots nodes, checks quotas,
+//! and says where Jupyter and the Manila export are. `openstack` talks to a cloud through
 //! [`crate::openstack`]; `local` runs each node as a container on this machine's Docker.
 //! Adding a provider: a module here implementing [`Provider`] and [`crate::plan::Blueprint`],
 //! a [`ProviderKind`] in the profile, and one arm in [`connect`] and [`blueprint`].
@@ -82,6 +82,23 @@ pub trait Provider: Send + Sync {
 
     /// Every node with its checked addresses (see [`Screen`]), master first.
     fn nodes<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<Vec<Node>, ProviderError>>;
+
+    /// Reboots these nodes of the cluster (by name) and waits, with a deadline, until the
+    /// provider shows them running again (OpenStack: ACTIVE with no task left; locally: the
+    /// container restarted). Whether they answer SSH from the new boot is the caller's wait.
+    /// A provider without the capability says so, and which nodes to reboot by hand.
+    fn reboot<'a>(
+        &'a self,
+        _cluster: &'a str,
+        nodes: &'a [String],
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async move {
+            Err(ProviderError::Cloud(format!(
+                "this provider cannot reboot nodes: reboot {} by hand, then run `up` again",
+                nodes.join(", ")
+            )))
+        })
+    }
 
     /// GPUs a node of this flavor has, as the provider knows (OpenStack: the flavor's extra
     /// specs, once resolved); 0 where it does not know.

@@ -130,7 +130,8 @@ hvd_gpu_toolkit() {
 }
 
 # A driver installed just now may need a reboot to load (nouveau holds the GPU, or the module
-# was built for a newer kernel than the running one): that is said with its own exit code.
+# was built for a newer kernel than the running one): that is said with its own exit code, and
+# hvd-cluster reboots the node and runs the bootstrap again (the line says why, not what to do).
 # Secure Boot refusing an unsigned (DKMS-built) module is not mended by a reboot: said apart.
 hvd_gpu_loaded() {
   nvidia-smi -L >/dev/null 2>&1 && return 0
@@ -141,7 +142,7 @@ hvd_gpu_loaded() {
       echo "hvd-cluster: the NVIDIA kernel module is refused by Secure Boot (unsigned): enrol its signing key (mokutil --import /var/lib/dkms/mok.pub, then a reboot) or turn Secure Boot off for this node" >&2
       exit 1 ;;
   esac
-  echo "{{ reboot_marker }} the NVIDIA driver and the container toolkit are installed, but the driver does not load in the running kernel ($(uname -r)); reboot this node (sudo reboot on it, or openstack server reboot) and run hvd-cluster up again" >&2
+  echo "{{ reboot_marker }} the NVIDIA driver and the container toolkit are installed, but the driver does not load in the running kernel ($(uname -r)) before the node reboots" >&2
   exit {{ reboot_exit }}
 }
 

@@ -11,6 +11,7 @@ mod keystone;
 mod manila;
 mod neutron;
 mod nova;
+mod nova_actions;
 mod request_path;
 mod retry;
 

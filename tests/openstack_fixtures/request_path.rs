@@ -3,13 +3,13 @@
 use super::*;
 
 #[derive(Clone)]
-struct Canned {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
+pub(super) struct Canned {
+    pub(super) status: u16,
+    pub(super) headers: Vec<(String, String)>,
+    pub(super) body: String,
 }
 
-fn canned(status: u16, body: Value) -> Canned {
+pub(super) fn canned(status: u16, body: Value) -> Canned {
     Canned {
         status,
         headers: Vec::new(),
@@ -18,22 +18,23 @@ fn canned(status: u16, body: Value) -> Canned {
 }
 
 #[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    target: String,
-    headers: HashMap<String, String>,
-    body: String,
+pub(super) struct Seen {
+    pub(super) method: String,
+    pub(super) target: String,
+    pub(super) headers: HashMap<String, String>,
+    pub(super) body: String,
 }
 
+/// A scripted cloud on 127.0.0.1 (also used by the other request modules).
 #[derive(Clone)]
-struct MockCloud {
+pub(super) struct MockCloud {
     base: String,
     routes: Arc<Mutex<HashMap<String, VecDeque<Canned>>>>,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl MockCloud {
-    fn start() -> MockCloud {
+    pub(super) fn start() -> MockCloud {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
         let mock = MockCloud {
@@ -52,13 +53,13 @@ impl MockCloud {
     }
 
     /// Responses for "METHOD /path", served in order; the last one repeats.
-    fn route(&self, key: &str, responses: Vec<Canned>) {
+    pub(super) fn route(&self, key: &str, responses: Vec<Canned>) {
         if let Ok(mut r) = self.routes.lock() {
             r.insert(key.to_string(), responses.into());
         }
     }
 
-    fn seen(&self, key: &str) -> Vec<Seen> {
+    pub(super) fn seen(&self, key: &str) -> Vec<Seen> {
         let (method, path) = key.split_once(' ').unwrap_or(("", ""));
         self.seen
             .lock()
@@ -137,7 +138,7 @@ impl MockCloud {
         let _ = stream.write_all(out.as_bytes());
     }
 
-    fn token_response(&self, lifetime_secs: i64) -> Canned {
+    pub(super) fn token_response(&self, lifetime_secs: i64) -> Canned {
         let now = chrono::Utc::now();
         let ep = |t: &str, path: &str| json!({"type": t, "endpoints": [{"interface": "public", "region_id": "R1", "region": "R1", "url": format!("{}{path}", self.base)}]});
         Canned {
@@ -154,7 +155,7 @@ impl MockCloud {
         }
     }
 
-    fn config(&self) -> CloudConfig {
+    pub(super) fn config(&self) -> CloudConfig {
         CloudConfig {
             cloud: Some("mock".into()),
             origin: "test".into(),
@@ -178,7 +179,7 @@ impl MockCloud {
     }
 }
 
-fn fast() -> ClientOptions {
+pub(super) fn fast() -> ClientOptions {
     ClientOptions {
         retry: RetryPolicy {
             max_attempts: 4,
@@ -192,7 +193,7 @@ fn fast() -> ClientOptions {
     }
 }
 
-const AUTH: &str = "POST /identity/v3/auth/tokens";
+pub(super) const AUTH: &str = "POST /identity/v3/auth/tokens";
 
 #[tokio::test]
 async fn request_path_retries_reauths_and_counts() -> TestResult {

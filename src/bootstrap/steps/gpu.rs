@@ -216,7 +216,20 @@ fn or_none(field: &str) -> String {
 /// Whether an apply that failed with `code` (as the SSH layer reports it) and `stderr` asks
 /// for a reboot of the node rather than reporting an error.
 pub fn reboot_required(code: &str, stderr: &str) -> bool {
-    code == REBOOT_EXIT_CODE.to_string() && stderr.lines().any(|l| l.starts_with(REBOOT_MARKER))
+    reboot_reason(code, stderr).is_some()
+}
+
+/// Why the apply asks for a reboot: the rest of its [`REBOOT_MARKER`] line, when it exited
+/// with [`REBOOT_EXIT_CODE`]; `None` when it asks for none (both must be there: the code
+/// alone could come from any command the script ran).
+pub fn reboot_reason(code: &str, stderr: &str) -> Option<String> {
+    if code != REBOOT_EXIT_CODE.to_string() {
+        return None;
+    }
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix(REBOOT_MARKER))
+        .map(|why| why.trim().to_string())
 }
 
 /// The values `gpu.apply.sh` is rendered with.
@@ -361,6 +374,21 @@ mod tests {
         assert!(!reboot_required("1", &line), "the code alone decides no");
         assert!(!reboot_required("75", "some other failure"));
         assert!(!reboot_required("75", &format!("  {line}")));
+    }
+
+    #[test]
+    fn the_reboot_reason_is_the_rest_of_the_marker_line() {
+        let stderr = format!(
+            "apt: done\n{REBOOT_MARKER} the driver does not load in the running kernel (6.1.0-9)\n"
+        );
+        assert_eq!(
+            reboot_reason("75", &stderr).as_deref(),
+            Some("the driver does not load in the running kernel (6.1.0-9)")
+        );
+        assert_eq!(reboot_reason("1", &stderr), None);
+        assert_eq!(reboot_reason("signal", &stderr), None);
+        assert_eq!(reboot_reason("75", "E: apt failed"), None);
+        assert_eq!(reboot_reason("75", REBOOT_MARKER).as_deref(), Some(""));
     }
 
     #[test]

@@ -8,13 +8,15 @@
 //! interrupted run is seen (by name) as failed and replaced, not kept.
 //!
 //! [`desired`] lays the cluster out; `resolve` looks the profile's names up, `quota` reads
-//! the limits, `observe` finds what exists, `create` makes and deletes one resource at a time.
+//! the limits, `observe` finds what exists, `create` makes and deletes one resource at a time,
+//! `reboot` reboots servers (a GPU driver that loads only after one).
 
 mod create;
 mod delete;
 pub mod desired;
 mod observe;
 mod quota;
+mod reboot;
 mod resolve;
 pub mod settle;
 
@@ -165,6 +167,14 @@ impl Provider for OpenStackProvider {
 
     fn nodes<'a>(&'a self, cluster: &'a str) -> BoxFuture<'a, Result<Vec<Node>, ProviderError>> {
         Box::pin(OpenStackProvider::nodes(self, cluster))
+    }
+
+    fn reboot<'a>(
+        &'a self,
+        cluster: &'a str,
+        nodes: &'a [String],
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(OpenStackProvider::reboot(self, cluster, nodes))
     }
 
     fn flavor_gpus(&self, flavor: &str) -> u32 {
