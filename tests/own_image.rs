@@ -140,7 +140,10 @@ fn a_users_image_runs_the_cluster() {
         // A terminal of the printed Jupyter URL runs horovodrun across every slot.
         let t = Instant::now();
         horovodrun_in_terminal(&c, &jupyter_url(&out), 3);
-        eprintln!("horovodrun in a Jupyter terminal: {:.0}s", t.elapsed().as_secs_f64());
+        eprintln!(
+            "horovodrun in a Jupyter terminal: {:.0}s",
+            t.elapsed().as_secs_f64()
+        );
 
         // The MNIST example through `run`.
         let t = Instant::now();

@@ -95,7 +95,6 @@ pub fn terminal_exit(shown: &str) -> Option<u32> {
     })
 }
 
-
 /// In a terminal of the Jupyter server at `url`, the tutorial's `horovodrun` over the
 /// hostfile at our images' path runs the check job on all `ranks` slots of `c`, every rank
 /// allreducing the right sum.
