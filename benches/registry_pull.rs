@@ -22,21 +22,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
-const IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-hvd0.28.1";
+/// The tests' registry, shared with the bench.
+#[path = "../tests/common/registry.rs"]
+#[allow(dead_code)]
+mod registry;
+use registry::Registry;
 
-fn blob_bytes_sent(state: &Path) -> u64 {
-    std::fs::read_to_string(state.join("registry.log"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("response completed") && l.contains("http.request.method=GET"))
-        .filter(|l| l.contains("/blobs/sha256:"))
-        .filter_map(|l| {
-            l.split_whitespace()
-                .find_map(|w| w.strip_prefix("http.response.written="))
-                .and_then(|n| n.parse::<u64>().ok())
-        })
-        .sum()
-}
+const IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-hvd0.28.1";
 
 fn hvd(state: &Path, docker_config: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
@@ -70,24 +62,9 @@ fn image_secs(log: &str) -> f64 {
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let started = Command::new(root.join("tests/registry/start"))
-        .arg(IMAGE)
-        .status()
-        .expect("run tests/registry/start");
-    assert!(started.success(), "tests/registry/start failed");
-    let registry_state = root.join("tests/registry/state");
-    let env: HashMap<String, String> = std::fs::read_to_string(registry_state.join("env"))
-        .expect("the registry's env file")
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let image = format!(
-        "{}/hvd-test/{}",
-        env["HVD_REGISTRY"],
-        &IMAGE["hvd-cluster/".len()..]
-    );
-    let docker_config = registry_state.join("docker");
+    let registry = Registry::start_pushing(&[IMAGE]);
+    let image = registry.image(&format!("hvd-test/{}", &IMAGE["hvd-cluster/".len()..]));
+    let docker_config = registry.state.join("docker");
     let nodes: Vec<usize> = std::env::var("HVD_BENCH_NODES")
         .unwrap_or_else(|_| "1,4".into())
         .split(',')
@@ -107,16 +84,16 @@ fn main() {
                     &format!("image = \"{IMAGE}\""),
                     &format!(
                         "image = \"{image}\"\nregistry_ca = \"{}\"\npull = \"{mode}\"",
-                        registry_state.join("ca.crt").display()
+                        registry.state.join("ca.crt").display()
                     ),
                 )
                 .replace("source = \"build\"", "source = \"pull\"");
             let profile = dir.path().join(format!("{name}.toml"));
             std::fs::write(&profile, text).expect("write profile");
             let p = profile.to_str().expect("utf-8 path");
-            let before = blob_bytes_sent(&registry_state);
+            let before = registry.blob_bytes_sent();
             let log = hvd(dir.path(), &docker_config, &["up", p]);
-            let bytes = blob_bytes_sent(&registry_state) - before;
+            let bytes = registry.blob_bytes_sent() - before;
             let secs = image_secs(&log);
             hvd(dir.path(), &docker_config, &["down", p]);
             println!(

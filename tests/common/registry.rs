@@ -23,8 +23,14 @@ pub struct Registry {
 
 impl Registry {
     pub fn start() -> Registry {
+        Registry::start_pushing(&[])
+    }
+
+    /// The registry with the stand-ins and `images` (of this machine's Docker) pushed too.
+    pub fn start_pushing(images: &[&str]) -> Registry {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let out = Command::new(root.join("tests/registry/start"))
+            .args(images)
             .output()
             .expect("run tests/registry/start");
         assert!(
