@@ -8,7 +8,8 @@ use clap::{Parser, Subcommand};
 
 use crate::cluster::Target;
 use crate::cmd::{
-    bench, check, down, heal, jupyter, plan, run, scale, ssh, ssh_config, status, up, validate,
+    bench, check, down, heal, jupyter, plan, run, scale, ssh, ssh_config, start, status, stop, up,
+    validate,
 };
 use crate::context::Context;
 use crate::error::Error;
@@ -18,7 +19,7 @@ use crate::error::Error;
 /// Exit codes: 0 success (for `plan`: nothing to change), 1 failure while working (cloud,
 /// SSH, tunnel, horovodrun, state folder), 2 bad input only (profile, arguments, a flavor,
 /// image, network or interface the cloud does not know), 3 quota shortfall (nothing was
-/// created), 10 `plan` found changes, 130 interrupted (run `up` again to resume, or `down`
+/// created), 10 `plan` found changes, 130 interrupted (run the command again to resume, or `down`
 /// to remove everything).
 ///
 /// Environment: HVD_CLUSTER_APT_MIRROR names the Debian mirror for image builds;
@@ -195,6 +196,22 @@ pub enum Command {
         #[arg(long)]
         live: bool,
     },
+    /// Stop every server (workers first, the master last) so the cluster holds no vCPUs, RAM
+    /// or GPUs; disks, addresses, network, keys and /shared are kept. Safe to repeat
+    #[command(
+        after_help = "On OpenStack the servers are shelved (and offloaded by the cloud's default \
+        shelved_offload_time = 0); locally the node containers are stopped. `start` (or `up`) \
+        brings the same cluster back."
+    )]
+    Stop {
+        #[command(flatten)]
+        target: TargetArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a stopped cluster again: its servers, then bootstrap and check as `up` does, and
+    /// print the Jupyter URL
+    Start { file: PathBuf },
     /// Delete everything tagged with the cluster, last created first; safe to repeat
     Down {
         #[command(flatten)]
@@ -316,6 +333,8 @@ impl Command {
             Command::Status { target, json, live } => {
                 status::status(ctx, target.into(), json, live).await
             }
+            Command::Stop { target, json } => stop::stop(ctx, target.into(), json).await,
+            Command::Start { file } => start::start(ctx, &file).await,
             Command::Down { target } => down::down(ctx, target.into()).await,
         }
     }

@@ -44,7 +44,19 @@ pub async fn existing(ctx: &Context, file: &Path) -> Result<Existing, Error> {
         return Err(Error::Runtime(format!(
             "cluster `{}` has no nodes; run `hvd-cluster up {}` first",
             p.name,
-            file.display()
+            input::shown(&file.to_string_lossy())
+        )));
+    }
+    // A stopped cluster answers no SSH: say so now rather than after the connect timeouts.
+    let servers = provider.poll(&p.name, crate::plan::Kind::Server).await?;
+    let stopped = servers.iter().filter(|o| o.health.is_stopped()).count();
+    if stopped > 0 {
+        return Err(Error::Runtime(format!(
+            "cluster `{}` is stopped ({stopped} of {} server(s)); `hvd-cluster start {}` brings \
+             it back",
+            p.name,
+            servers.len(),
+            input::shown(&file.to_string_lossy())
         )));
     }
     Ok(Existing {

@@ -1,6 +1,6 @@
-//! Converging a cluster to its profile, the work `up`, `scale` and `heal` share, in two
-//! halves that return what they did (the command prints it): [`provision`] connects and
-//! resolves names, observes and plans (with quotas, and for `heal` a probe of the workers
+//! Converging a cluster to its profile, the work `up`, `start`, `scale` and `heal` share, in
+//! two halves that return what they did (the command prints it): [`provision`] connects and
+//! resolves names, observes (starting a stopped cluster's servers) and plans (with quotas, and for `heal` a probe of the workers
 //! over SSH), drains leaving workers from elastic discovery and applies; [`bootstrap_and_check`]
 //! bootstraps every node (rebooting, once, the nodes whose GPU driver loads only after a
 //! reboot), lists the workers for elastic jobs and runs the acceptance check.
@@ -15,6 +15,7 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::images;
 use crate::input;
+use crate::lifecycle;
 use crate::plan::{self, Health, Plan, Role, Shortfall};
 use crate::profile::{self, ImageSource, Profile};
 use crate::provider::{self, Place, Provider};
@@ -40,6 +41,8 @@ pub struct Prepared {
     pub shortfalls: Vec<Shortfall>,
     /// What the profile asks for that works, but not as meant (printed by [`prepare`]).
     pub warnings: Vec<String>,
+    /// What the plan was made from.
+    pub observed: plan::Observation,
 }
 
 /// Warnings about the profile the plan can give before anything runs: nodes with GPUs (the
@@ -87,6 +90,7 @@ pub async fn prepare(
         plan,
         shortfalls,
         warnings,
+        observed,
     })
 }
 
@@ -145,11 +149,25 @@ pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<P
         .await?;
     }
     let mut provider = connect(ctx, &p).await?;
+    let mut prepared = prepare(ctx, &p, &dir, provider.as_ref()).await?;
+    // A stopped cluster (`stop`) is started first, then planned again as it now is.
+    if lifecycle::start_stopped(
+        ctx,
+        provider.as_ref(),
+        &p.name,
+        &prepared.observed.resources,
+    )
+    .await?
+        > 0
+    {
+        prepared = prepare(ctx, &p, &dir, provider.as_ref()).await?;
+    }
     let Prepared {
         plan,
         shortfalls,
         warnings,
-    } = prepare(ctx, &p, &dir, provider.as_ref()).await?;
+        ..
+    } = prepared;
     show_warnings(ctx, &warnings);
     if !shortfalls.is_empty() {
         return Err(Error::Quota(shortfalls));

@@ -44,7 +44,7 @@ pub enum Error {
     #[error("{0}")]
     Runtime(String),
     #[error(
-        "interrupted; the state is saved: run `up` again to resume, or `down` to remove everything"
+        "interrupted; the state is saved: run the same command again to resume, or `down` to remove everything"
     )]
     Interrupted,
     /// Interrupted, by a command that cleans up after itself (`bench`): exit 130.

@@ -15,7 +15,8 @@
 //! 5. what commands share: [`context`] (the options every command runs with), [`error`]
 //!    (what a command fails with, and its exit code), [`cluster`] (a cluster that exists:
 //!    its nodes, ssh_config and sessions);
-//! 6. [`converge`]: the `up` that `scale` and `heal` run too, returning what it did;
+//! 6. [`converge`]: the `up` that `scale` and `heal` run too, returning what it did, and
+//!    [`lifecycle`]: stopping a cluster and starting it again;
 //! 7. [`cmd`]: one file per command, and the one printer ([`cmd::output`]);
 //! 8. [`args`]: the command line, and which command runs.
 //!
@@ -39,6 +40,7 @@ pub mod converge;
 pub mod error;
 pub mod images;
 pub mod input;
+pub mod lifecycle;
 pub mod mpi;
 pub mod openstack;
 pub mod plan;

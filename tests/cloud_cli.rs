@@ -1,6 +1,7 @@
 //! `hvd-cluster` end to end against the project's real local OpenStack cloud (tests/cloud),
-//! acting as the non-admin user: up --infra-only, up again, status, down — with the state
-//! folder lost, with the process killed mid-way, over quota, and with unknown names.
+//! acting as the non-admin user: up --infra-only, up again, status, stop and start, down —
+//! with the state folder lost, with the process killed mid-way, over quota, and with unknown
+//! names.
 //!
 //! Needs the cloud: `tests/cloud/install && tests/cloud/start` (scripts/test does it).
 
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::cloud::{client, clouds_yaml, leftovers, require_cloud, runtime};
+use common::cloud::{allocations, client, clouds_yaml, leftovers, require_cloud, runtime};
 
 /// The tests share one project's quota: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -159,10 +160,16 @@ fn down_without_local_state_finds_everything_by_tag() {
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
 }
 
-/// Starts `up`, waits until `marker` shows in its progress, then sends `signal`.
+/// Starts `up --infra-only`, waits until `marker` shows in its progress, then sends `signal`.
 fn interrupt_up(c: &Cluster, signal: &str, marker: &str) {
+    interrupt(c, &["up", c.profile(), "--infra-only"], signal, marker)
+}
+
+/// Starts hvd-cluster with `args`, waits until `marker` shows in its progress, then sends
+/// `signal`.
+fn interrupt(c: &Cluster, args: &[&str], signal: &str, marker: &str) {
     let mut child = c
-        .cmd(&["up", c.profile(), "--infra-only"])
+        .cmd(args)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -183,7 +190,7 @@ fn interrupt_up(c: &Cluster, signal: &str, marker: &str) {
     loop {
         match rx.recv_timeout(Duration::from_secs(1)) {
             Ok(line) if line.contains(marker) => break,
-            _ if Instant::now() > deadline => panic!("up never printed {marker:?}"),
+            _ if Instant::now() > deadline => panic!("{args:?} never printed {marker:?}"),
             _ => {}
         }
     }
@@ -194,7 +201,7 @@ fn interrupt_up(c: &Cluster, signal: &str, marker: &str) {
         .unwrap()
         .success());
     let status = child.wait().unwrap();
-    assert!(!status.success(), "up was interrupted");
+    assert!(!status.success(), "{args:?} was interrupted");
     if signal == "-INT" {
         assert_eq!(status.code(), Some(130), "Ctrl-C exits 130");
     }
@@ -279,5 +286,149 @@ fn over_quota_and_unknown_names_create_nothing() {
         err.contains("instances: needs 4 more") && err.contains("nothing was created"),
         "{err}"
     );
+    assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
+}
+
+/// The servers of a cluster as the admin sees them: (name, id, status, task).
+fn servers(
+    rt: &tokio::runtime::Runtime,
+    admin: &hvd_cluster::openstack::OpenStack,
+    c: &Cluster,
+) -> Vec<(String, String, String, Option<String>)> {
+    let filter = hvd_cluster::openstack::ServerFilter {
+        tags: vec![hvd_cluster::provider::openstack::tag(&c.name)],
+        name: None,
+    };
+    let mut found: Vec<_> = rt
+        .block_on(admin.compute().list_servers(&filter))
+        .unwrap()
+        .into_iter()
+        .map(|s| {
+            let status = match &s.status {
+                hvd_cluster::openstack::ServerStatus::Other(o) => o.clone(),
+                other => format!("{other:?}"),
+            };
+            (s.name.unwrap_or_default(), s.id, status, s.task_state)
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// `stop` shelves every server (workers first, the master last) and the cloud offloads them:
+/// Placement holds nothing for them, and `stop` says what it handed back (the workers'
+/// GPUs included). Interrupted, the next `stop` finishes; `plan` keeps the stopped cluster
+/// whole; `up` (here `--infra-only`: the fake driver's servers boot nothing) starts the same
+/// servers again, with their addresses, also after an interrupted start; `down` of a stopped
+/// cluster leaves nothing, snapshots included.
+#[test]
+fn stop_hands_everything_back_and_up_brings_the_same_servers_back() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_cloud();
+    let rt = runtime();
+    let os = rt.block_on(client("local-user"));
+    let admin = rt.block_on(client("local-admin"));
+    let c = Cluster::new("t-stop", |p| p.replace("count = 3", "count = 2"));
+    assert!(c.run(&["up", c.profile(), "--infra-only"]).status.success());
+    let before = c.status_json();
+    let addresses = |status: &serde_json::Value| -> Vec<String> {
+        status["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| format!("{} {} {}", n["name"], n["private_ip"], n["public_ip"]))
+            .collect()
+    };
+    let running = servers(&rt, &admin, &c);
+    assert_eq!(running.len(), 3);
+    for (name, id, _, _) in &running {
+        let held = rt.block_on(allocations(&admin, id));
+        assert!(
+            held.as_object().is_some_and(|a| !a.is_empty()),
+            "{name} holds resources while it runs: {held}"
+        );
+    }
+
+    // Interrupted once its workers are stopped (the master still running or shelving).
+    interrupt(
+        &c,
+        &["stop", c.profile()],
+        "-INT",
+        &format!("stopped {}-worker-1", c.name),
+    );
+    let stop = c.run(&["stop", c.profile(), "--json"]);
+    assert!(stop.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&stop.stdout).expect("stop --json");
+    assert_eq!(report["already"].as_array().unwrap().len(), 2, "{report}");
+    assert_eq!(
+        report["stopped"][0],
+        format!("{}-master", c.name),
+        "{report}"
+    );
+
+    let stopped = servers(&rt, &admin, &c);
+    for (name, id, status, task) in &stopped {
+        assert_eq!(
+            (status.as_str(), task),
+            ("ShelvedOffloaded", &None),
+            "{name}"
+        );
+        assert_eq!(
+            rt.block_on(allocations(&admin, id)),
+            serde_json::json!({}),
+            "{name}: Placement holds nothing for a stopped server"
+        );
+    }
+    let status = c.status_json();
+    assert_eq!(status["state"], "stopped", "{status:#}");
+    assert_eq!(
+        addresses(&status),
+        addresses(&before),
+        "ports and the floating IP are kept"
+    );
+    let plan = c.run(&["plan", c.profile()]);
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "a stopped cluster is kept whole"
+    );
+
+    // A stop from the start hands back what the servers held, GPUs included.
+    let again = c.run(&["stop", c.profile(), "--json"]);
+    let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(again["stopped"].as_array().unwrap().len(), 0, "{again}");
+    assert!(c.run(&["up", c.profile(), "--infra-only"]).status.success());
+    let stop = c.run(&["stop", c.profile(), "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&stop.stdout).unwrap();
+    assert_eq!(report["freed"]["servers"], 3, "{report}");
+    assert_eq!(
+        report["freed"]["gpus"], 2,
+        "one per g1.a100 worker: {report}"
+    );
+    assert!(report["freed"]["vcpus"].as_u64().unwrap() >= 16, "{report}");
+    assert!(
+        report["freed"]["ram_mib"].as_u64().unwrap() >= 2 * 65536,
+        "{report}"
+    );
+
+    // Interrupted while it starts the master; the next `up` starts the rest.
+    interrupt_up(&c, "-INT", &format!("started {}-master", c.name));
+    let up = c.run(&["up", c.profile(), "--infra-only"]);
+    assert!(up.status.success());
+    assert_complete(&c, 2);
+    let started = servers(&rt, &admin, &c);
+    let ids = |s: &[(String, String, String, Option<String>)]| -> Vec<String> {
+        s.iter().map(|x| x.1.clone()).collect()
+    };
+    assert_eq!(
+        ids(&started),
+        ids(&running),
+        "the same servers, none replaced"
+    );
+    assert_eq!(addresses(&c.status_json()), addresses(&before));
+
+    // `down` of a stopped cluster.
+    assert!(c.run(&["stop", c.profile()]).status.success());
+    assert!(c.run(&["down", c.profile()]).status.success());
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
 }

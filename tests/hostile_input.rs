@@ -215,11 +215,11 @@ fn hostile_names(sandbox: &Sandbox) -> Vec<(String, String)> {
 }
 
 #[test]
-fn status_and_down_refuse_every_hostile_cluster_name_and_touch_nothing() {
+fn status_stop_and_down_refuse_every_hostile_cluster_name_and_touch_nothing() {
     let sandbox = Sandbox::new();
     let before = sandbox.snapshot();
     for (label, name) in hostile_names(&sandbox) {
-        for command in ["status", "down"] {
+        for command in ["status", "stop", "down"] {
             let arg = format!("--cluster={name}");
             let out = sandbox.run(&[command, &arg]);
             let case = format!("{command} --cluster <{label}>");
@@ -237,7 +237,7 @@ fn status_and_down_refuse_every_hostile_cluster_name_and_touch_nothing() {
 fn a_valid_name_whose_folder_is_a_symlink_is_not_followed() {
     let sandbox = Sandbox::new();
     let before = sandbox.snapshot();
-    for command in ["status", "down"] {
+    for command in ["status", "stop", "down"] {
         let out = sandbox.run(&[command, "--cluster", "linked"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
@@ -263,6 +263,7 @@ fn looking_at_a_valid_but_absent_cluster_creates_no_folder() {
         vec!["status", "--cluster", "absent"],
         vec!["status", "--cluster", "absent", "--json"],
         vec!["down", "--cluster", "absent"],
+        vec!["stop", "--cluster", "absent"],
         vec!["status", local],
         vec!["plan", local],
         vec!["down", local],
@@ -472,7 +473,7 @@ fn hostile_profiles(sandbox: &Sandbox) -> Vec<(String, String, String)> {
 }
 
 #[test]
-fn validate_status_and_down_refuse_hostile_profiles_with_the_field_named() {
+fn validate_status_stop_start_and_down_refuse_hostile_profiles_with_the_field_named() {
     let sandbox = Sandbox::new();
     let cases = hostile_profiles(&sandbox);
     let files: Vec<PathBuf> = (0..cases.len())
@@ -481,7 +482,7 @@ fn validate_status_and_down_refuse_hostile_profiles_with_the_field_named() {
     let before = sandbox.snapshot();
     for ((label, _, field), file) in cases.iter().zip(&files) {
         let file = file.to_str().unwrap();
-        for command in ["validate", "status", "down"] {
+        for command in ["validate", "status", "stop", "start", "down"] {
             let out = sandbox.run(&[command, file]);
             let case = format!("{command} <{label}>");
             assert_refused(&out, &case, field);

@@ -33,7 +33,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("providers", &["provider"]),
     ("engines", &["apply", "bootstrap", "check", "bench"]),
     ("what commands share", &["context", "error", "cluster"]),
-    ("the shared up", &["converge"]),
+    ("the shared up", &["converge", "lifecycle"]),
     ("commands and the printer", &["cmd"]),
     ("arguments", &["args"]),
 ];

@@ -2,7 +2,8 @@
 //! images (cached), creates a master and 2 workers as containers, bootstraps them over SSH,
 //! and passes the acceptance check (containers, /shared over NFS, Jupyter's title, an
 //! allreduce where every rank reports its host); a real training job runs on all 3 hosts;
-//! `up` again changes nothing; `down` leaves no container, network or volume.
+//! `up` again changes nothing; `stop` and `start` bring the same cluster back with /shared
+//! as it was; `down` leaves no container, network or volume.
 //!
 //! Needs Docker and debootstrap (scripts/test installs what is missing through .ci/run).
 
@@ -211,6 +212,8 @@ fn local_cluster_up_check_train_again_down() {
         );
         let out = String::from_utf8_lossy(&changed.stdout);
         assert!(out.contains("3 rank(s) joined"), "{out}");
+
+        stop_and_start(&c);
     });
 
     let down = c.hvd(&["down", profile]);
@@ -233,6 +236,101 @@ fn local_cluster_up_check_train_again_down() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
+}
+
+/// `stop` stops every node container (and says so); a second `stop` finds it stopped;
+/// `status` says stopped; `start` brings the same cluster back to a passing check with what
+/// /shared held before.
+fn stop_and_start(c: &TestCluster) {
+    let (name, profile) = (c.name.as_str(), c.profile.as_str());
+    let mark = format!("written before stop by {name}");
+    let wrote = c.hvd(&[
+        "ssh",
+        profile,
+        "--",
+        &format!("echo '{mark}' | sudo tee /shared/before-stop.txt"),
+    ]);
+    assert!(wrote.status.success(), "{wrote:?}");
+
+    let stop = c.hvd(&["stop", profile]);
+    let out = String::from_utf8_lossy(&stop.stdout);
+    assert!(stop.status.success(), "{stop:?}");
+    assert!(
+        out.contains(&format!("cluster `{name}`: stopped 3 server(s)")),
+        "{out}"
+    );
+    let err = String::from_utf8_lossy(&stop.stderr);
+    let worker = err.find(&format!("stopped {name}-worker-1")).expect(&err);
+    let master = err.find(&format!("stopped {name}-master")).expect(&err);
+    assert!(worker < master, "workers first, the master last: {err}");
+    for node in ["master", "worker-1", "worker-2"] {
+        let running = Command::new("docker")
+            .args([
+                "inspect",
+                "-f",
+                "{{.State.Running}}",
+                &format!("{name}-{node}"),
+            ])
+            .output()
+            .expect("docker inspect");
+        assert_eq!(
+            String::from_utf8_lossy(&running.stdout).trim(),
+            "false",
+            "{node}"
+        );
+    }
+    let again = c.hvd(&["stop", profile]);
+    assert!(again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("already stopped (3 server(s))"),
+        "{again:?}"
+    );
+    let status = c.hvd(&["status", profile, "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    assert_eq!(status["state"], "stopped", "{status}");
+    assert_eq!(status["healthy"], false, "{status}");
+    // Commands that need the nodes say it is stopped, at once.
+    let check = c.hvd(&["check", profile]);
+    assert_eq!(check.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&check.stderr).contains(&format!(
+            "cluster `{name}` is stopped (3 of 3 server(s)); `hvd-cluster start"
+        )),
+        "{check:?}"
+    );
+    // `plan` keeps a stopped cluster whole: nothing to replace
+    let plan = c.hvd(&["plan", profile, "--json"]);
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).expect("plan JSON");
+    assert_eq!(plan["counts"]["replace"], 0, "{plan}");
+    assert_eq!(plan["counts"]["create"], 0, "{plan}");
+
+    let start = c.hvd(&["start", profile]);
+    let out = String::from_utf8_lossy(&start.stdout);
+    let err = String::from_utf8_lossy(&start.stderr);
+    assert!(start.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains(&format!(
+            "cluster `{name}` is stopped: starting 3 server(s)"
+        )),
+        "{err}"
+    );
+    assert!(out.contains("3 rank(s) joined"), "{out}");
+    assert!(out.contains("Jupyter Lab: http://127.0.0.1:"), "{out}");
+    let read = c.hvd(&[
+        "ssh",
+        profile,
+        "worker-2",
+        "--",
+        "cat /shared/before-stop.txt",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&read.stdout).trim(),
+        mark,
+        "{read:?}"
+    );
+    let status = c.hvd(&["status", profile, "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    assert_eq!(status["state"], "running", "{status}");
 }
 
 /// A container that carries the cluster's label but a name this cluster never gives (anyone

@@ -18,9 +18,25 @@ pub async fn heal(ctx: &mut Context, file: &Path, watch: Option<Duration>) -> Re
         let p = profile::load(file)?;
         let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
         let provider = converge::connect(ctx, &p).await?;
-        let plan = converge::prepare(ctx, &p, &dir, provider.as_ref())
-            .await?
-            .plan;
+        let prepared = converge::prepare(ctx, &p, &dir, provider.as_ref()).await?;
+        let stopped = prepared
+            .observed
+            .resources
+            .iter()
+            .filter(|o| o.kind == plan::Kind::Server && o.health.is_stopped())
+            .count();
+        if stopped > 0 {
+            // `stop` was meant: healing would start it again.
+            println!("heal: the cluster is stopped ({stopped} server(s)); nothing to heal");
+            match watch {
+                Some(every) => {
+                    tokio::time::sleep(every).await;
+                    continue;
+                }
+                None => return Ok(0),
+            }
+        }
+        let plan = prepared.plan;
         let broken: Vec<String> = plan
             .actions
             .iter()

@@ -17,7 +17,9 @@ pub mod run;
 pub mod scale;
 pub mod ssh;
 pub mod ssh_config;
+pub mod start;
 pub mod status;
+pub mod stop;
 pub mod up;
 pub mod validate;
 

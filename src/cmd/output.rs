@@ -78,6 +78,8 @@ pub fn print_check(r: &CheckReport) {
 #[derive(Serialize)]
 pub struct StatusReport<'a> {
     pub cluster: &'a str,
+    /// running, stopping, stopped, starting, degraded or absent (see [`plan::servers_state`]).
+    pub state: &'static str,
     pub resources: &'a [plan::Observed],
     pub nodes: &'a [state::Node],
     pub healthy: bool,
@@ -89,14 +91,18 @@ pub fn print_status(name: &str, observed: &[plan::Observed], nodes: &[state::Nod
         println!("cluster `{name}`: nothing exists");
         return;
     }
-    println!("cluster `{name}`:");
+    println!("cluster `{name}`: {}", plan::servers_state(observed));
     let mut sorted = observed.to_vec();
     sorted.sort_by_key(|o| (o.kind.level(), o.name.clone()));
     for o in &sorted {
         let health = match &o.health {
+            Health::Ready if o.kind == plan::Kind::Server => "running".to_string(),
             Health::Ready => "ready".to_string(),
             Health::Pending => "building".to_string(),
             Health::Failed(why) => format!("FAILED: {}", input::shown_message(why, 300)),
+            Health::Stopping => "stopping".to_string(),
+            Health::Stopped => "stopped".to_string(),
+            Health::Starting => "starting".to_string(),
         };
         // Names, ids and fault messages are the cloud's words: escaped for the terminal.
         println!(
@@ -120,4 +126,38 @@ pub fn print_status(name: &str, observed: &[plan::Observed], nodes: &[state::Nod
             n.public_ip.as_deref().unwrap_or("-")
         );
     }
+}
+
+/// `stop`: what stopped and what it handed back.
+pub fn print_stopped(name: &str, r: &crate::lifecycle::StopReport) {
+    if r.stopped.is_empty() {
+        println!(
+            "cluster `{name}`: already stopped ({} server(s)); `start` brings it back",
+            r.already.len()
+        );
+        return;
+    }
+    let f = &r.freed;
+    let gpus = if f.gpus > 0 {
+        format!(", {} GPU(s)", f.gpus)
+    } else {
+        String::new()
+    };
+    println!(
+        "cluster `{name}`: stopped {} server(s); handed back {} server(s), {} vCPU(s), {:.1} GiB RAM{gpus}",
+        r.stopped.len(),
+        f.servers,
+        f.vcpus,
+        f.ram_mib as f64 / 1024.0,
+    );
+    if !f.kept_on_host.is_empty() {
+        println!(
+            "  this cloud keeps shelved servers on their host (its shelved_offload_time is not 0, \
+             and offloading is for admins): {} still hold their resources",
+            f.kept_on_host.join(", ")
+        );
+    }
+    println!(
+        "  kept: disks, addresses, network, security groups, keys, /shared; `start` brings it back"
+    );
 }

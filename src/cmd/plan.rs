@@ -20,6 +20,7 @@ pub async fn plan(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
         plan,
         shortfalls,
         warnings,
+        ..
     } = converge::prepare(ctx, &p, &dir, provider.as_ref()).await?;
     converge::show_warnings(ctx, &warnings);
     let report = PlanReport {

@@ -33,6 +33,7 @@ pub async fn status(ctx: &Context, target: Target, json: bool, live: bool) -> Re
     let healthy = !observed.is_empty() && observed.iter().all(|o| o.health == Health::Ready);
     let report = StatusReport {
         cluster: &name,
+        state: crate::plan::servers_state(&observed),
         resources: &observed,
         nodes: &nodes,
         healthy,

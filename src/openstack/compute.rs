@@ -73,6 +73,11 @@ pub enum ServerStatus {
     Shutoff,
     Deleted,
     SoftDeleted,
+    /// Shelved, still on its host (the cloud's `shelved_offload_time` is not 0, or the
+    /// offload is under way).
+    Shelved,
+    /// Shelved and offloaded: on no host, its resources (GPUs too) handed back.
+    ShelvedOffloaded,
     /// `UNKNOWN`: e.g. the server's cell is down.
     #[default]
     Unknown,
@@ -89,6 +94,8 @@ impl From<String> for ServerStatus {
             "SHUTOFF" => Self::Shutoff,
             "DELETED" => Self::Deleted,
             "SOFT_DELETED" => Self::SoftDeleted,
+            "SHELVED" => Self::Shelved,
+            "SHELVED_OFFLOADED" => Self::ShelvedOffloaded,
             "UNKNOWN" => Self::Unknown,
             _ => Self::Other(s),
         }

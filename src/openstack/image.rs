@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::error::{optional, OpenStackError};
+use super::error::{gone, optional, OpenStackError};
 use super::http::{Request, Session};
 use super::service::Service;
 
@@ -33,6 +33,10 @@ pub struct Image {
     pub min_ram: Option<u64>,
     pub tags: Vec<String>,
     pub os_hidden: Option<bool>,
+    /// The server a snapshot was made from (Nova sets it on shelve snapshots).
+    pub instance_uuid: Option<String>,
+    /// `snapshot` on images Nova made from a server.
+    pub image_type: Option<String>,
 }
 
 /// Picks the image among active candidates with the same name: the one created last wins
@@ -105,6 +109,21 @@ impl ImageApi {
             ("status".to_owned(), "active".to_owned()),
         ];
         self.session.list(S, "images", query, "images").await
+    }
+
+    /// `GET /v2/images?name=...` in any status (every page).
+    pub async fn list_by_name(&self, name: &str) -> Result<Vec<Image>, OpenStackError> {
+        let query = vec![("name".to_owned(), name.to_owned())];
+        self.session.list(S, "images", query, "images").await
+    }
+
+    /// `DELETE /v2/images/{id}` (204); an image already gone is not an error.
+    pub async fn delete_image(&self, id: &str) -> Result<(), OpenStackError> {
+        gone(
+            self.session
+                .send(&Request::delete(S, format!("images/{id}")))
+                .await,
+        )
     }
 
     /// The active image with this id, or else with this exact name (see [`pick_newest`]).

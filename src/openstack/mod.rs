@@ -31,6 +31,7 @@ pub mod image;
 pub mod network;
 pub mod service;
 pub mod share;
+pub mod shelve;
 pub mod token;
 pub mod volume;
 

@@ -28,6 +28,8 @@ pub enum Service {
     Image,
     Share,
     Volume,
+    /// Where Nova keeps what each server holds (allocations) and a project's usage.
+    Placement,
 }
 
 impl Service {
@@ -40,6 +42,7 @@ impl Service {
             Service::Image => "glance",
             Service::Share => "manila",
             Service::Volume => "cinder",
+            Service::Placement => "placement",
         }
     }
 
@@ -52,6 +55,7 @@ impl Service {
             Service::Image => &["image"],
             Service::Share => &["shared-file-system", "sharev2", "share"],
             Service::Volume => &["block-storage", "volumev3", "volume", "block-store"],
+            Service::Placement => &["placement"],
         }
     }
 

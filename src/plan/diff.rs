@@ -12,8 +12,9 @@ pub fn plan(p: &Profile, blueprint: &dyn Blueprint, observed: &Observation) -> P
     // again): the healthiest one is the cluster's, the others are deleted below.
     let rank = |h: &Health| match h {
         Health::Ready => 0,
-        Health::Pending => 1,
-        Health::Failed(_) => 2,
+        Health::Pending | Health::Starting => 1,
+        Health::Stopping | Health::Stopped => 2,
+        Health::Failed(_) => 3,
     };
     let mut by_name: BTreeMap<(Kind, &str), &Observed> = BTreeMap::new();
     for o in &observed.resources {
@@ -50,6 +51,12 @@ pub fn plan(p: &Profile, blueprint: &dyn Blueprint, observed: &Observation) -> P
                         desired: d,
                         pending: true,
                     },
+                    // Stopped on purpose: kept as it is (`up` starts it before applying).
+                    Health::Stopping | Health::Stopped | Health::Starting => Action::Keep {
+                        id: o.id.clone(),
+                        desired: d,
+                        pending: false,
+                    },
                 });
             }
             None => actions.push(Action::Create { desired: d }),
@@ -85,7 +92,13 @@ pub fn plan(p: &Profile, blueprint: &dyn Blueprint, observed: &Observation) -> P
                 next += 1;
                 kept += 1;
             }
-            health @ (Health::Ready | Health::Pending) if kept < p.workers.count => {
+            health @ (Health::Ready
+            | Health::Pending
+            | Health::Stopping
+            | Health::Stopped
+            | Health::Starting)
+                if kept < p.workers.count =>
+            {
                 actions.push(Action::Keep {
                     id: o.id.clone(),
                     desired: blueprint.worker(p, *index),

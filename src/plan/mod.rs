@@ -215,6 +215,44 @@ pub enum Health {
     Pending,
     /// ERROR, SHUTOFF, error_deleting...: replace it. Carries the cloud's own words.
     Failed(String),
+    /// A server `stop` is stopping (shelving): kept; `start` waits for it, then starts it.
+    Stopping,
+    /// A server `stop` stopped (shelved and offloaded; locally a stopped container): kept,
+    /// never replaced; `start` or `up` starts it again.
+    Stopped,
+    /// A server being started again (unshelving): kept and waited for.
+    Starting,
+}
+
+impl Health {
+    /// Stopped, or on its way down or back up: what `start` (and `up`) start again.
+    pub fn is_stopped(&self) -> bool {
+        matches!(self, Health::Stopping | Health::Stopped | Health::Starting)
+    }
+}
+
+/// Where a cluster's servers stand together, for `status`: `absent` (none), `running` (all
+/// ready), `stopped` (all stopped), `stopping` / `starting` (any on its way), else
+/// `degraded` (building, failed, or some stopped and some not). Pure.
+pub fn servers_state(observed: &[Observed]) -> &'static str {
+    let servers: Vec<&Health> = observed
+        .iter()
+        .filter(|o| o.kind == Kind::Server)
+        .map(|o| &o.health)
+        .collect();
+    if servers.is_empty() {
+        "absent"
+    } else if servers.iter().all(|h| **h == Health::Ready) {
+        "running"
+    } else if servers.iter().all(|h| **h == Health::Stopped) {
+        "stopped"
+    } else if servers.iter().any(|h| **h == Health::Stopping) {
+        "stopping"
+    } else if servers.iter().any(|h| **h == Health::Starting) {
+        "starting"
+    } else {
+        "degraded"
+    }
 }
 
 /// A resource the provider found, by the cluster's tag or name.

@@ -165,6 +165,60 @@ fn failed_worker_is_replaced_under_a_new_name() {
 }
 
 #[test]
+fn a_stopped_cluster_is_kept_whole_never_replaced() {
+    let p = profile(2);
+    let mut obs = observed_all(&p);
+    let healths = [Health::Stopped, Health::Stopping, Health::Starting];
+    for (i, o) in obs
+        .resources
+        .iter_mut()
+        .filter(|o| o.kind == Kind::Server)
+        .enumerate()
+    {
+        o.health = healths[i % 3].clone();
+    }
+    let kept = plan(&p, &obs);
+    assert!(kept.is_noop(), "{kept}");
+    assert_eq!(kept.counts().keep, observed_all(&p).resources.len());
+    // fewer workers wanted: a stopped one goes like a running one
+    let down = plan(&profile(1), &obs);
+    assert_eq!(
+        names_of(&down, |a| matches!(a, Action::Delete { .. })),
+        ["demo-worker-2"]
+    );
+}
+
+#[test]
+fn servers_state_says_where_the_cluster_stands() {
+    let p = profile(1);
+    let all = |h: Health| {
+        let mut obs = observed_all(&p);
+        for o in obs.resources.iter_mut().filter(|o| o.kind == Kind::Server) {
+            o.health = h.clone();
+        }
+        obs.resources
+    };
+    assert_eq!(servers_state(&[]), "absent");
+    assert_eq!(servers_state(&all(Health::Ready)), "running");
+    assert_eq!(servers_state(&all(Health::Stopped)), "stopped");
+    assert_eq!(servers_state(&all(Health::Starting)), "starting");
+    let mut half = all(Health::Stopped);
+    let first = half.iter().position(|o| o.kind == Kind::Server).unwrap();
+    half[first].health = Health::Stopping;
+    assert_eq!(servers_state(&half), "stopping");
+    half[first].health = Health::Ready;
+    assert_eq!(servers_state(&half), "degraded");
+    half[first].health = Health::Failed("ERROR".into());
+    assert_eq!(servers_state(&half), "degraded");
+    // the network being ready says nothing about the servers
+    let network_only: Vec<Observed> = all(Health::Ready)
+        .into_iter()
+        .filter(|o| o.kind != Kind::Server)
+        .collect();
+    assert_eq!(servers_state(&network_only), "absent");
+}
+
+#[test]
 fn failed_master_is_recreated_with_its_name() {
     let p = profile(1);
     let mut obs = observed_all(&p);

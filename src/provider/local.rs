@@ -12,11 +12,12 @@ use serde::Deserialize;
 use tokio::process::Command;
 
 use futures::future::BoxFuture;
+use futures::StreamExt;
 
 use crate::input::CpuShare;
 use crate::plan::{Blueprint, Desired, Health, Kind, Names, Observed, Role, Spec};
 use crate::profile::Profile;
-use crate::provider::{Provider, ProviderError, Screen};
+use crate::provider::{Freed, Provider, ProviderError, Screen};
 use crate::state::Node;
 
 pub const LABEL: &str = "hvd-cluster";
@@ -66,6 +67,20 @@ pub struct LocalProvider {
     screen: Screen,
     /// Docker options that make a node able to run its own Docker engine.
     node_security: Vec<String>,
+}
+
+/// How `stop` marks a node container it stopped, so that an exited container tells a stop
+/// (kept, started again by `start`) from a crash or a kill (replaced by `up` and `heal`):
+/// Docker lets a container's restart policy change, not its labels. Node containers are
+/// made with the policy `no`; `unless-stopped` also keeps a stopped node stopped when the
+/// Docker engine restarts, and `start` sets `no` again.
+pub const STOPPED_MARK: &str = "unless-stopped";
+
+/// Whether an exited node container carries [`STOPPED_MARK`].
+async fn stopped_by_us(id: &str) -> bool {
+    docker(&["inspect", "-f", "{{.HostConfig.RestartPolicy.Name}}", id])
+        .await
+        .is_ok_and(|policy| policy.trim() == STOPPED_MARK)
 }
 
 /// Runs `docker ARGS`, returning stdout; an error carries docker's own words.
@@ -225,18 +240,7 @@ impl LocalProvider {
     /// container node (its entrypoint drops the last boot's state and starts sshd and Docker
     /// again). `docker restart` returns once the container runs again.
     pub async fn reboot(&self, cluster: &str, nodes: &[String]) -> Result<(), ProviderError> {
-        let ours: Vec<String> = self
-            .containers(cluster)
-            .await?
-            .into_iter()
-            .map(|c| c.names)
-            .collect();
-        if let Some(stranger) = nodes.iter().find(|n| !ours.contains(n)) {
-            return Err(ProviderError::Cloud(format!(
-                "no node container {} in cluster {cluster} to restart",
-                crate::input::shown(stranger)
-            )));
-        }
+        self.check_ours(cluster, nodes).await?;
         futures::future::try_join_all(nodes.iter().map(|name| async move {
             docker(&["restart", name])
                 .await
@@ -244,6 +248,56 @@ impl LocalProvider {
         }))
         .await?;
         Ok(())
+    }
+
+    /// Stops the node containers named `nodes`, all at once, marking each as stopped by
+    /// `stop` (see [`STOPPED_MARK`]) first. What they held is not counted: a container has no
+    /// flavor.
+    pub async fn stop(&self, cluster: &str, nodes: &[String]) -> Result<Freed, ProviderError> {
+        self.check_ours(cluster, nodes).await?;
+        futures::future::try_join_all(nodes.iter().map(|name| async move {
+            docker(&["update", "--restart", STOPPED_MARK, name]).await?;
+            // Time for the inner Docker engine to stop its containers cleanly.
+            docker(&["stop", "--time", "30", name])
+                .await
+                .map_err(|e| ProviderError::Cloud(format!("stopping node {name}: {e}")))
+        }))
+        .await?;
+        Ok(Freed {
+            servers: nodes.len() as u32,
+            ..Freed::default()
+        })
+    }
+
+    /// Starts the stopped node containers named `nodes`, all at once (their entrypoint starts
+    /// sshd and the inner Docker engine again, as after a reboot), and clears the mark.
+    pub async fn start(&self, cluster: &str, nodes: &[String]) -> Result<(), ProviderError> {
+        self.check_ours(cluster, nodes).await?;
+        futures::future::try_join_all(nodes.iter().map(|name| async move {
+            docker(&["start", name])
+                .await
+                .map_err(|e| ProviderError::Cloud(format!("starting node {name}: {e}")))?;
+            docker(&["update", "--restart", "no", name]).await
+        }))
+        .await?;
+        Ok(())
+    }
+
+    /// Refuses names that are not node containers of this cluster.
+    async fn check_ours(&self, cluster: &str, nodes: &[String]) -> Result<(), ProviderError> {
+        let ours: Vec<String> = self
+            .containers(cluster)
+            .await?
+            .into_iter()
+            .map(|c| c.names)
+            .collect();
+        match nodes.iter().find(|n| !ours.contains(n)) {
+            Some(stranger) => Err(ProviderError::Cloud(format!(
+                "no node container {} in cluster {cluster}",
+                crate::input::shown(stranger)
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// The 127.0.0.1 address Jupyter on the master is published at.
@@ -417,10 +471,11 @@ impl LocalProvider {
                 self.containers(cluster)
                     .await?
                     .into_iter()
-                    .map(|c| {
+                    .map(|c| async move {
                         let health = match c.state.as_str() {
                             "running" => Health::Ready,
                             "created" | "restarting" => Health::Pending,
+                            "exited" if stopped_by_us(&c.id).await => Health::Stopped,
                             other => Health::Failed(format!("container {other}: {}", c.status)),
                         };
                         Observed {
@@ -430,7 +485,9 @@ impl LocalProvider {
                             health,
                         }
                     })
-                    .collect(),
+                    .collect::<futures::stream::FuturesOrdered<_>>()
+                    .collect::<Vec<_>>()
+                    .await,
             )),
             _ => Ok(vec![]),
         }
@@ -528,6 +585,22 @@ impl Provider for LocalProvider {
         nodes: &'a [String],
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(LocalProvider::reboot(self, cluster, nodes))
+    }
+
+    fn stop<'a>(
+        &'a self,
+        cluster: &'a str,
+        nodes: &'a [String],
+    ) -> BoxFuture<'a, Result<Freed, ProviderError>> {
+        Box::pin(LocalProvider::stop(self, cluster, nodes))
+    }
+
+    fn start<'a>(
+        &'a self,
+        cluster: &'a str,
+        nodes: &'a [String],
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(LocalProvider::start(self, cluster, nodes))
     }
 
     fn jupyter_endpoint<'a>(

@@ -100,6 +100,36 @@ pub trait Provider: Send + Sync {
         })
     }
 
+    /// Stops these nodes of the cluster (by name) so that they hold no compute resources,
+    /// keeping their disks, addresses and everything else, and waits until they are stopped
+    /// (OpenStack: shelved and offloaded; locally: the containers stopped). Nodes already
+    /// stopped are left as they are. Returns what the nodes it stopped held.
+    fn stop<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _nodes: &'a [String],
+    ) -> BoxFuture<'a, Result<Freed, ProviderError>> {
+        Box::pin(async {
+            Err(ProviderError::Cloud(
+                "this provider cannot stop nodes".into(),
+            ))
+        })
+    }
+
+    /// Starts these stopped nodes again and waits until the provider shows them running
+    /// (whether they answer SSH is the caller's wait). Nodes already running are left alone.
+    fn start<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _nodes: &'a [String],
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async {
+            Err(ProviderError::Cloud(
+                "this provider cannot start nodes".into(),
+            ))
+        })
+    }
+
     /// GPUs a node of this flavor has, as the provider knows (OpenStack: the flavor's extra
     /// specs, once resolved); 0 where it does not know.
     fn flavor_gpus(&self, _flavor: &str) -> u32 {
@@ -134,6 +164,30 @@ pub trait Provider: Send + Sync {
     /// API calls made so far (for the benchmark; 0 where there is no API).
     fn calls(&self) -> u64 {
         0
+    }
+}
+
+/// What stopped nodes held and handed back (vCPUs, RAM and GPUs where the provider knows
+/// them: OpenStack from each server's flavor).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Freed {
+    pub servers: u32,
+    pub vcpus: u32,
+    pub ram_mib: u64,
+    pub gpus: u32,
+    /// Shelved but kept on their host by the cloud (its `shelved_offload_time` is not 0 and
+    /// offloading is admin-only): still holding their resources.
+    pub kept_on_host: Vec<String>,
+}
+
+impl Freed {
+    /// Adds another batch's.
+    pub fn add(&mut self, other: Freed) {
+        self.servers += other.servers;
+        self.vcpus += other.vcpus;
+        self.ram_mib += other.ram_mib;
+        self.gpus += other.gpus;
+        self.kept_on_host.extend(other.kept_on_host);
     }
 }
 

@@ -136,6 +136,18 @@ pub async fn leftovers(os: &OpenStack, cluster: &str) -> Vec<String> {
             .filter(|n| n.starts_with(cluster))
             .map(|n| format!("share {n}")),
     );
+    // Snapshots Nova's shelve (`stop`) made: `<server>-shelved`, in any status.
+    for node in ["master", "worker-1", "worker-2", "worker-3", "worker-4"] {
+        let name = format!("{cluster}-{node}-shelved");
+        left.extend(
+            os.image()
+                .list_by_name(&name)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|i| format!("image {} ({})", name, i.status)),
+        );
+    }
     if os
         .compute()
         .get_keypair(&format!("{cluster}-key"))
@@ -155,4 +167,19 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// What Placement holds for a server (its allocations' resource providers), read as admin:
+/// empty once Nova has handed the server's resources back (a shelved, offloaded server).
+pub async fn allocations(admin: &OpenStack, server_id: &str) -> serde_json::Value {
+    use hvd_cluster::openstack::{Request, Service};
+    let resp = admin
+        .request(&Request::get(
+            Service::Placement,
+            format!("allocations/{server_id}"),
+        ))
+        .await
+        .expect("GET /allocations/{id} as admin");
+    let body: serde_json::Value = resp.json().expect("Placement answers JSON");
+    body["allocations"].clone()
 }

@@ -58,7 +58,8 @@ impl OpenStackProvider {
                         .await?
                         .is_some_and(|s| s.status != ServerStatus::Deleted))
                 })
-                .await?
+                .await?;
+                self.delete_shelve_snapshots(&old.name, id).await?;
             }
             Kind::Share => {
                 let api = self.os.share();
@@ -82,6 +83,20 @@ impl OpenStackProvider {
                     })
                     .await?
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// The snapshot `stop` (Nova's shelve) made of a server, once the server is deleted:
+    /// Nova deletes it itself on unshelve and on the delete of a shelved server, but a shelve
+    /// that failed or was cut short leaves `<server>-shelved` behind. Only images Nova made
+    /// from this very server (`instance_uuid`) are deleted.
+    async fn delete_shelve_snapshots(&self, server: &str, id: &str) -> Result<(), ProviderError> {
+        let images = self.os.image();
+        for image in images.list_by_name(&format!("{server}-shelved")).await? {
+            if image.instance_uuid.as_deref() == Some(id) {
+                images.delete_image(&image.id).await?;
             }
         }
         Ok(())

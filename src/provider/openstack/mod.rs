@@ -9,11 +9,13 @@
 //!
 //! [`desired`] lays the cluster out; `resolve` looks the profile's names up, `quota` reads
 //! the limits, `observe` finds what exists, `create` makes and deletes one resource at a time,
-//! `reboot` reboots servers (a GPU driver that loads only after one).
+//! `reboot` reboots servers (a GPU driver that loads only after one), `lifecycle` shelves
+//! and unshelves them (`stop`, `start`).
 
 mod create;
 mod delete;
 pub mod desired;
+mod lifecycle;
 mod observe;
 mod quota;
 mod reboot;
@@ -31,7 +33,7 @@ use futures::future::BoxFuture;
 use crate::openstack::{self, CloudConfig, Interface, OpenStack, OpenStackError};
 use crate::plan::{Blueprint, Desired, Kind, Observed, Plan, QuotaDelta, Shortfall};
 use crate::profile::Profile;
-use crate::provider::{Provider, ProviderError, Screen};
+use crate::provider::{Freed, Provider, ProviderError, Screen};
 use crate::state::Node;
 
 /// The tag (Nova, Neutron) and metadata key (Nova, Manila, Cinder) that mark a cluster's resources.
@@ -175,6 +177,22 @@ impl Provider for OpenStackProvider {
         nodes: &'a [String],
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(OpenStackProvider::reboot(self, cluster, nodes))
+    }
+
+    fn stop<'a>(
+        &'a self,
+        cluster: &'a str,
+        nodes: &'a [String],
+    ) -> BoxFuture<'a, Result<Freed, ProviderError>> {
+        Box::pin(OpenStackProvider::stop(self, cluster, nodes))
+    }
+
+    fn start<'a>(
+        &'a self,
+        cluster: &'a str,
+        nodes: &'a [String],
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(OpenStackProvider::start(self, cluster, nodes))
     }
 
     fn flavor_gpus(&self, flavor: &str) -> u32 {

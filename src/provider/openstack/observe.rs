@@ -70,7 +70,7 @@ impl OpenStackProvider {
         Ok(self.screen.nodes(cluster, nodes))
     }
 
-    async fn servers(&self, cluster: &str) -> Result<Vec<Server>, ProviderError> {
+    pub(super) async fn servers(&self, cluster: &str) -> Result<Vec<Server>, ProviderError> {
         let filter = ServerFilter {
             tags: vec![tag(cluster)],
             name: None,
@@ -304,9 +304,24 @@ pub(super) fn completeness(tagged: bool) -> Health {
     }
 }
 
-fn server_health(s: &Server) -> Health {
+pub(super) fn server_health(s: &Server) -> Health {
+    let task = s.task_state.as_deref().filter(|t| !t.is_empty());
     match &s.status {
+        // `stop` under way: the guest shutting down, its snapshot being uploaded.
+        ServerStatus::Active if task.is_some_and(|t| t.starts_with("shelving")) => Health::Stopping,
         ServerStatus::Active => Health::Ready,
+        // Offloaded: on no host; `start` unshelves it. While unshelving (task `unshelving`,
+        // then `spawning`) it is starting.
+        ServerStatus::ShelvedOffloaded if task.is_none() => Health::Stopped,
+        ServerStatus::ShelvedOffloaded => Health::Starting,
+        // Still on its host: offloading (task `shelving_offloading`), powering on again
+        // (`spawning`/`powering-on`), or left there by a cloud whose `shelved_offload_time`
+        // is not 0 (no task): stopped, though still holding its host's resources.
+        ServerStatus::Shelved => match task {
+            None => Health::Stopped,
+            Some(t) if t.starts_with("shelving") => Health::Stopping,
+            Some(_) => Health::Starting,
+        },
         ServerStatus::Build
         | ServerStatus::Unknown
         | ServerStatus::Deleted
@@ -334,4 +349,41 @@ pub fn pick_export(locations: &[crate::openstack::share::ExportLocation]) -> Opt
         .find(|l| l.preferred)
         .or_else(|| usable.first())
         .map(|l| l.path.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(status: &str, task: Option<&str>) -> Server {
+        Server {
+            id: "abc".into(),
+            status: ServerStatus::from(status.to_string()),
+            task_state: task.map(str::to_string),
+            ..Server::default()
+        }
+    }
+
+    /// The states Nova shows through a shelve and an unshelve (nova's compute API and
+    /// manager): a stopped cluster is kept and started, never replaced.
+    #[test]
+    fn shelved_servers_are_stopped_not_failed() {
+        let h = |st, t| server_health(&server(st, t));
+        assert_eq!(h("ACTIVE", None), Health::Ready);
+        assert_eq!(h("ACTIVE", Some("shelving")), Health::Stopping);
+        assert_eq!(
+            h("ACTIVE", Some("shelving_image_uploading")),
+            Health::Stopping
+        );
+        assert_eq!(h("SHELVED", Some("shelving_offloading")), Health::Stopping);
+        assert_eq!(h("SHELVED_OFFLOADED", None), Health::Stopped);
+        assert_eq!(h("SHELVED", None), Health::Stopped);
+        assert_eq!(h("SHELVED_OFFLOADED", Some("unshelving")), Health::Starting);
+        assert_eq!(h("SHELVED_OFFLOADED", Some("spawning")), Health::Starting);
+        assert_eq!(h("SHELVED", Some("spawning")), Health::Starting);
+        // what the user (or a crash) did is still replaced
+        assert!(matches!(h("SHUTOFF", None), Health::Failed(_)));
+        assert!(matches!(h("ERROR", None), Health::Failed(_)));
+        assert_eq!(h("BUILD", Some("spawning")), Health::Pending);
+    }
 }

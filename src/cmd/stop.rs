@@ -1,0 +1,24 @@
+//! `stop`: stops every server of the cluster (workers first, the master last) so that it
+//! holds no vCPUs, RAM or GPUs, keeping everything else (disks, addresses, network, security
+//! groups, keys, the share and /shared), and says what it handed back. Safe to interrupt and
+//! repeat. `start` (or `up`) brings the same cluster back.
+
+use super::output::{emit, print_stopped};
+use crate::cluster::{self, Target};
+use crate::context::Context;
+use crate::error::Error;
+use crate::lifecycle;
+
+pub async fn stop(ctx: &Context, target: Target, json: bool) -> Result<u8, Error> {
+    let started = std::time::Instant::now();
+    let (name, dir, provider) = cluster::target(ctx, target).await?;
+    let _lock = dir.lock()?;
+    let report = lifecycle::stop(ctx, provider.as_ref(), &name).await?;
+    ctx.progress.line(format!(
+        "stopped after {:.1}s, {} API calls",
+        started.elapsed().as_secs_f64(),
+        provider.calls()
+    ));
+    emit(json, &report, || print_stopped(&name, &report));
+    Ok(0)
+}
