@@ -289,10 +289,10 @@ fn over_quota_and_unknown_names_create_nothing() {
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
 }
 
-/// The servers of a cluster as the admin sees them: (name, id, status, task).
+/// The servers of a cluster as its user sees them: (name, id, status, task).
 fn servers(
     rt: &tokio::runtime::Runtime,
-    admin: &hvd_cluster::openstack::OpenStack,
+    os: &hvd_cluster::openstack::OpenStack,
     c: &Cluster,
 ) -> Vec<(String, String, String, Option<String>)> {
     let filter = hvd_cluster::openstack::ServerFilter {
@@ -300,7 +300,7 @@ fn servers(
         name: None,
     };
     let mut found: Vec<_> = rt
-        .block_on(admin.compute().list_servers(&filter))
+        .block_on(os.compute().list_servers(&filter))
         .unwrap()
         .into_iter()
         .map(|s| {
@@ -339,7 +339,7 @@ fn stop_hands_everything_back_and_up_brings_the_same_servers_back() {
             .map(|n| format!("{} {} {}", n["name"], n["private_ip"], n["public_ip"]))
             .collect()
     };
-    let running = servers(&rt, &admin, &c);
+    let running = servers(&rt, &os, &c);
     assert_eq!(running.len(), 3);
     for (name, id, _, _) in &running {
         let held = rt.block_on(allocations(&admin, id));
@@ -366,7 +366,7 @@ fn stop_hands_everything_back_and_up_brings_the_same_servers_back() {
         "{report}"
     );
 
-    let stopped = servers(&rt, &admin, &c);
+    let stopped = servers(&rt, &os, &c);
     for (name, id, status, task) in &stopped {
         assert_eq!(
             (status.as_str(), task),
@@ -416,7 +416,7 @@ fn stop_hands_everything_back_and_up_brings_the_same_servers_back() {
     let up = c.run(&["up", c.profile(), "--infra-only"]);
     assert!(up.status.success());
     assert_complete(&c, 2);
-    let started = servers(&rt, &admin, &c);
+    let started = servers(&rt, &os, &c);
     let ids = |s: &[(String, String, String, Option<String>)]| -> Vec<String> {
         s.iter().map(|x| x.1.clone()).collect()
     };
