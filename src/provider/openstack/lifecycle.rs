@@ -285,15 +285,7 @@ mod tests {
     use super::*;
     use crate::openstack::compute::Fault;
 
-    fn server(status: &str, task: Option<&str>) -> Server {
-        Server {
-            id: "abc".into(),
-            name: Some("c-worker-1".into()),
-            status: ServerStatus::from(status.to_string()),
-            task_state: task.map(str::to_string),
-            ..Server::default()
-        }
-    }
+    use crate::provider::openstack::server_in as server;
 
     #[test]
     fn stop_shelves_running_servers_and_waits_for_the_offload() {

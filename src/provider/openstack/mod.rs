@@ -221,6 +221,19 @@ impl Provider for OpenStackProvider {
     }
 }
 
+/// A server as Nova lists one in a given status and task, for the unit tests of the
+/// modules here.
+#[cfg(test)]
+fn server_in(status: &str, task: Option<&str>) -> openstack::Server {
+    openstack::Server {
+        id: "abc".into(),
+        name: Some("c-worker-1".into()),
+        status: openstack::ServerStatus::from(status.to_string()),
+        task_state: task.map(str::to_string),
+        ..openstack::Server::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
 

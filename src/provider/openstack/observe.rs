@@ -355,14 +355,7 @@ pub fn pick_export(locations: &[crate::openstack::share::ExportLocation]) -> Opt
 mod tests {
     use super::*;
 
-    fn server(status: &str, task: Option<&str>) -> Server {
-        Server {
-            id: "abc".into(),
-            status: ServerStatus::from(status.to_string()),
-            task_state: task.map(str::to_string),
-            ..Server::default()
-        }
-    }
+    use crate::provider::openstack::server_in as server;
 
     /// The states Nova shows through a shelve and an unshelve (nova's compute API and
     /// manager): a stopped cluster is kept and started, never replaced.

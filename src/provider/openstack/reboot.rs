@@ -140,15 +140,7 @@ mod tests {
     use super::*;
     use crate::openstack::compute::Fault;
 
-    fn server(status: &str, task: Option<&str>) -> Server {
-        Server {
-            id: "abc".into(),
-            name: Some("c-worker-1".into()),
-            status: ServerStatus::from(status.to_string()),
-            task_state: task.map(str::to_string),
-            ..Server::default()
-        }
-    }
+    use crate::provider::openstack::server_in as server;
 
     #[test]
     fn a_server_is_back_when_active_with_no_task_left() {
