@@ -77,9 +77,17 @@ fn fault(name: &str, s: &Server) -> String {
     )
 }
 
-/// The next step for a server `stop` wants stopped. `offload_tried`: a `shelveOffload` was
-/// sent (or refused) already, so a SHELVED server is as stopped as this cloud makes it.
-pub(super) fn to_stop(name: &str, s: Option<&Server>, offload_tried: bool) -> ToStop {
+/// The next step for a server `stop` wants stopped. `shelved`: this `stop` sent it a
+/// shelve, which Nova accepted (its API sets the task before answering), so a server back
+/// at ACTIVE or SHUTOFF with no task is one whose shelve failed. `offload_tried`: a
+/// `shelveOffload` was sent (or refused) already, so a SHELVED server is as stopped as this
+/// cloud makes it.
+pub(super) fn to_stop(
+    name: &str,
+    s: Option<&Server>,
+    shelved: bool,
+    offload_tried: bool,
+) -> ToStop {
     let Some(s) = s else {
         return ToStop::Failed(format!("server {name} is gone"));
     };
@@ -88,6 +96,13 @@ pub(super) fn to_stop(name: &str, s: Option<&Server>, offload_tried: bool) -> To
         (ServerStatus::ShelvedOffloaded, None) => ToStop::Done,
         (ServerStatus::Shelved, None) if offload_tried => ToStop::Done,
         (ServerStatus::Shelved, None) => ToStop::Offload,
+        // Nova reverts a shelve whose snapshot could not be made or uploaded (the guest,
+        // already shut down for it, is then SHUTOFF), with no fault on the server.
+        (ServerStatus::Active | ServerStatus::Shutoff, None) if shelved => ToStop::Failed(format!(
+            "Nova could not shelve {name} (its snapshot failed; the server's instance \
+                 actions say why) and left it {}: run `stop` again to retry",
+            status_name(&s.status)
+        )),
         (ServerStatus::Active | ServerStatus::Shutoff, None) => ToStop::Shelve,
         (ServerStatus::Other(st), None) if st == "PAUSED" || st == "SUSPENDED" => ToStop::Shelve,
         (_, Some(_)) | (ServerStatus::Build, None) => ToStop::Wait(showing(name, s)),
@@ -169,13 +184,11 @@ impl OpenStackProvider {
             let mut waiting = Vec::new();
             for name in nodes {
                 let s = Self::find(&servers, name);
-                match to_stop(name, s, offload_tried.contains(name.as_str())) {
+                let sent = shelved.contains(name.as_str());
+                match to_stop(name, s, sent, offload_tried.contains(name.as_str())) {
                     ToStop::Done => {}
                     ToStop::Failed(why) => return Err(ProviderError::Cloud(why)),
                     ToStop::Wait(what) => waiting.push(what),
-                    ToStop::Shelve if shelved.contains(name.as_str()) => {
-                        waiting.push(format!("{name}: shelve sent"))
-                    }
                     ToStop::Shelve => {
                         let id = s.map(|s| s.id.as_str()).unwrap_or_default();
                         let compute = &compute;
@@ -289,7 +302,7 @@ mod tests {
 
     #[test]
     fn stop_shelves_running_servers_and_waits_for_the_offload() {
-        let s = |st, t| to_stop("w", Some(&server(st, t)), false);
+        let s = |st, t| to_stop("w", Some(&server(st, t)), false, false);
         assert_eq!(s("ACTIVE", None), ToStop::Shelve);
         assert_eq!(s("SHUTOFF", None), ToStop::Shelve);
         assert_eq!(s("PAUSED", None), ToStop::Shelve);
@@ -310,18 +323,32 @@ mod tests {
         // left on its host by the cloud: offload once, then take it as it is
         assert_eq!(s("SHELVED", None), ToStop::Offload);
         assert_eq!(
-            to_stop("w", Some(&server("SHELVED", None)), true),
+            to_stop("w", Some(&server("SHELVED", None)), true, true),
             ToStop::Done
         );
         assert!(matches!(s("RESCUE", None), ToStop::Failed(m) if m.contains("RESCUE")));
-        assert!(matches!(to_stop("w", None, false), ToStop::Failed(m) if m == "server w is gone"));
+        assert!(
+            matches!(to_stop("w", None, false, false), ToStop::Failed(m) if m == "server w is gone")
+        );
+        // a shelve Nova accepted, then reverted (seen here: Glance refused the snapshot's
+        // upload): one line, not a wait until the deadline
+        for status in ["SHUTOFF", "ACTIVE"] {
+            assert!(
+                matches!(to_stop("w", Some(&server(status, None)), true, false),
+                    ToStop::Failed(m) if m.contains("could not shelve w") && m.contains(status))
+            );
+        }
+        assert!(matches!(
+            to_stop("w", Some(&server("ACTIVE", Some("shelving"))), true, false),
+            ToStop::Wait(_)
+        ));
         let mut broken = server("ERROR", None);
         broken.fault = Some(Fault {
             message: "Unshelve attempted but the image \u{1b}[31m cannot be found".into(),
             ..Fault::default()
         });
         assert!(
-            matches!(to_stop("w", Some(&broken), false), ToStop::Failed(m) if m.contains("cannot be found") && !m.contains('\u{1b}'))
+            matches!(to_stop("w", Some(&broken), false, false), ToStop::Failed(m) if m.contains("cannot be found") && !m.contains('\u{1b}'))
         );
     }
 
