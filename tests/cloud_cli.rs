@@ -432,3 +432,188 @@ fn stop_hands_everything_back_and_up_brings_the_same_servers_back() {
     assert!(c.run(&["down", c.profile()]).status.success());
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
 }
+
+/// The credential autostop leaves on a master, as Keystone and the services' own
+/// keystonemiddleware treat it (tests/cloud/start sets `service_type` in every service, as
+/// OpenStack documents for access rules): made for cluster A's servers, it reads and shelves
+/// them, and is refused (401) for cluster B's server, for A's network, for creating a server
+/// and for listing flavors. A new generation replaces the old one (which then cannot log in),
+/// and `down` deletes A's credentials and the rules they leave, not B's.
+#[test]
+fn the_autostop_credential_stops_its_own_cluster_and_nothing_else() {
+    use hvd_cluster::openstack::shelve::ShelveAction;
+    use hvd_cluster::openstack::{OpenStack, Query, Request, Service};
+    use hvd_cluster::provider::openstack::credential::{
+        existing, make_stop_credential, probe, Enforcement,
+    };
+
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_cloud();
+    let rt = runtime();
+    let os = rt.block_on(client("local-user"));
+    let a = Cluster::new("t-cred", |p| p.replace("count = 3", "count = 1"));
+    let b = Cluster::new("t-othr", |p| p.replace("count = 3", "count = 1"));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        assert!(a.run(&["up", a.profile(), "--infra-only"]).status.success());
+        assert!(b.run(&["up", b.profile(), "--infra-only"]).status.success());
+        let ids = |c: &Cluster| -> Vec<String> {
+            servers(&rt, &os, c).into_iter().map(|s| s.1).collect()
+        };
+        let (a_ids, b_ids) = (ids(&a), ids(&b));
+        assert_eq!((a_ids.len(), b_ids.len()), (2, 2));
+        let (a_master, a_worker) = {
+            let s = servers(&rt, &os, &a);
+            (s[0].1.clone(), s[1].1.clone())
+        };
+        assert!(servers(&rt, &os, &a)[0].0.ends_with("-master"));
+
+        let cred = rt
+            .block_on(make_stop_credential(&os, &a.name, &a_ids))
+            .expect("make the credential");
+        assert_eq!(cred.generation, 1);
+        assert_eq!(cred.rules.len(), 4, "{:?}", cred.rules);
+        assert_eq!(
+            rt.block_on(probe(os.config(), &cred, &a_master)).unwrap(),
+            Enforcement::Enforced
+        );
+        let b_cred = rt
+            .block_on(make_stop_credential(&os, &b.name, &b_ids))
+            .expect("B's credential");
+
+        let as_cred = rt
+            .block_on(OpenStack::connect(&cred.cloud(os.config())))
+            .expect("the credential logs in");
+        let refused = |req: Request, what: &str| {
+            let got = rt.block_on(as_cred.request(&req));
+            assert_eq!(
+                got.as_ref().err().and_then(|e| e.status()),
+                Some(401),
+                "{what} must be refused: {got:?}"
+            );
+        };
+        assert!(rt
+            .block_on(as_cred.compute().get_server(&a_master))
+            .unwrap()
+            .is_some());
+        refused(
+            Request::get(Service::Compute, format!("servers/{}", b_ids[0])),
+            "reading another cluster's server",
+        );
+        refused(
+            Request::post(
+                Service::Compute,
+                format!("servers/{}/action", b_ids[0]),
+                ShelveAction::Shelve.body(),
+            ),
+            "shelving another cluster's server",
+        );
+        refused(
+            Request::post(
+                Service::Compute,
+                "servers",
+                serde_json::json!({"server": {}}),
+            ),
+            "creating a server",
+        );
+        refused(Request::get(Service::Compute, "flavors"), "listing flavors");
+        let tag = hvd_cluster::provider::openstack::tag(&a.name);
+        let network = rt
+            .block_on(
+                os.network()
+                    .list_networks(&Query::new().tags(&[tag.as_str()])),
+            )
+            .unwrap();
+        assert_eq!(network.len(), 1);
+        refused(
+            Request::delete(Service::Network, format!("networks/{}", network[0].id)),
+            "deleting the cluster's network",
+        );
+        assert_eq!(
+            rt.block_on(
+                os.network()
+                    .list_networks(&Query::new().tags(&[tag.as_str()]))
+            )
+            .unwrap()
+            .len(),
+            1,
+            "the network is still there"
+        );
+
+        // What it is for: shelving its own servers, watched with the same credential.
+        rt.block_on(
+            as_cred
+                .compute()
+                .shelve_action(&a_worker, ShelveAction::Shelve),
+        )
+        .expect("the credential shelves its own worker");
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let s = rt
+                .block_on(as_cred.compute().get_server(&a_worker))
+                .unwrap()
+                .unwrap();
+            if s.status == hvd_cluster::openstack::ServerStatus::ShelvedOffloaded
+                && s.task_state.is_none()
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still {:?}/{:?}",
+                s.status,
+                s.task_state
+            );
+            std::thread::sleep(Duration::from_secs(3));
+        }
+
+        // A new generation (after `scale`/`heal`) replaces the old one, which stops working.
+        let second = rt
+            .block_on(make_stop_credential(&os, &a.name, &a_ids))
+            .unwrap();
+        assert_eq!(second.generation, 2);
+        assert_eq!(
+            rt.block_on(existing(&os, &a.name))
+                .unwrap()
+                .into_iter()
+                .map(|(g, _)| g)
+                .collect::<Vec<_>>(),
+            [2]
+        );
+        let old = rt.block_on(OpenStack::connect(&cred.cloud(os.config())));
+        assert!(old.is_err(), "the old credential is gone");
+
+        // `down` deletes A's credential and the rules naming A's servers, and leaves B's.
+        let down = a.run(&["down", a.profile()]);
+        assert!(down.status.success());
+        assert!(
+            String::from_utf8_lossy(&down.stderr).contains("deleted 1 autostop credential"),
+            "down says it deleted the credential"
+        );
+        assert!(rt.block_on(existing(&os, &a.name)).unwrap().is_empty());
+        let user = rt.block_on(os.user_id()).unwrap();
+        let rules = rt.block_on(os.identity().access_rules(&user)).unwrap();
+        assert!(
+            !rules
+                .iter()
+                .any(|r| a_ids.iter().any(|id| r.path.contains(id.as_str()))),
+            "{rules:?}"
+        );
+        assert!(
+            rules.iter().any(|r| r.path.contains(b_ids[0].as_str())),
+            "B's rules stay with B's credential: {rules:?}"
+        );
+        assert_eq!(
+            rt.block_on(existing(&os, &b.name)).unwrap().len(),
+            1,
+            "B keeps its credential {}",
+            b_cred.name
+        );
+    }));
+    for c in [&a, &b] {
+        let _ = c.run(&["down", c.profile()]);
+        assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
+    }
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

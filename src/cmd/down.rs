@@ -26,6 +26,18 @@ pub async fn down(ctx: &Context, target: Target) -> Result<u8, Error> {
         ));
         applier.apply(&plan).await?;
     }
+    // A cloud whose policy hides the user's credentials must not keep `down` from finishing:
+    // the user is told what to delete by hand instead.
+    match provider.delete_credentials(&name).await {
+        Ok(0) => {}
+        Ok(n) => ctx
+            .progress
+            .line(format!("deleted {n} autostop credential(s) of `{name}`")),
+        Err(e) => ctx.progress.line(format!(
+            "warning: could not look for `{name}`'s autostop credentials ({}); delete any application credential named hvd-cluster-{name}-autostop-N by hand",
+            input::shown_message(&e.to_string(), 300)
+        )),
+    }
     // Prove it through the API before forgetting the cluster.
     let left = provider.observe(&name).await.map_err(ApplyError::Observe)?;
     if !left.is_empty() {

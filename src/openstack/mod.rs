@@ -1,4 +1,4 @@
-//! A thin, typed OpenStack client: Keystone v3, Nova, Neutron, Glance, Manila, Cinder.
+//! A thin, typed OpenStack client: Keystone v3 (tokens, application credentials), Nova, Neutron, Glance, Manila, Cinder.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), hvd_cluster::openstack::OpenStackError> {
@@ -27,6 +27,7 @@ pub mod compute;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod identity;
 pub mod image;
 pub mod network;
 pub mod service;
@@ -47,6 +48,9 @@ pub use compute::{
 pub use config::{AuthMethod, CloudConfig, ConfigError, ConfigFiles, Interface, Secret};
 pub use error::{ApiError, OpenStackError};
 pub use http::{ClientOptions, Method, Request, Response, RetryPolicy};
+pub use identity::{
+    AppCredential, AppCredentialCreate, CredentialRule, IdentityApi, NewAppCredential, StoredRule,
+};
 pub use image::{Image, ImageApi};
 pub use network::{
     Direction, EtherType, FloatingIp, FloatingIpCreate, Gateway, Network, NetworkCreate,
@@ -107,6 +111,12 @@ impl OpenStack {
         }
     }
 
+    pub fn identity(&self) -> IdentityApi {
+        IdentityApi {
+            session: self.session.clone(),
+        }
+    }
+
     pub fn image(&self) -> ImageApi {
         ImageApi {
             session: self.session.clone(),
@@ -128,6 +138,17 @@ impl OpenStack {
     /// The project the token is scoped to.
     pub fn project_id(&self) -> &str {
         &self.project_id
+    }
+
+    /// The user the token belongs to (application credentials are made for a user).
+    pub async fn user_id(&self) -> Result<String, OpenStackError> {
+        let state = self.session.token().await?;
+        state
+            .token
+            .user_id
+            .clone()
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| OpenStackError::Invalid("Keystone's token names no user".into()))
     }
 
     /// HTTP requests sent so far (every attempt, token requests included).

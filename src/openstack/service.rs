@@ -92,12 +92,13 @@ impl Service {
 
     /// The API root to put request paths under, from a catalog URL: neutron's and glance's
     /// catalog entries usually lack the version (`http://h:9696/` → `http://h:9696/v2.0`,
-    /// `http://h:9292` → `http://h:9292/v2`); a manila v1 endpoint is moved to v2.
+    /// `http://h:9292` → `http://h:9292/v2`, keystone's `http://h:5000` → `.../v3`); a manila v1 endpoint is moved to v2.
     pub fn api_root(self, catalog_url: &str) -> String {
         let url = catalog_url.trim_end_matches('/');
         match self {
             Service::Network if !url.ends_with("/v2.0") => format!("{url}/v2.0"),
             Service::Image if !url.ends_with("/v2") => format!("{url}/v2"),
+            Service::Identity if !url.ends_with("/v3") => format!("{url}/v3"),
             Service::Share => {
                 if let Some(pos) = url.find("/v1/") {
                     format!("{}/v2/{}", &url[..pos], &url[pos + 4..])

@@ -130,6 +130,16 @@ pub trait Provider: Send + Sync {
         })
     }
 
+    /// Deletes the credentials the provider made for the cluster's autostop (OpenStack: the
+    /// user's application credentials `hvd-cluster-<cluster>-autostop-<n>` and the access
+    /// rules they leave); returns how many. `down` calls it after the resources are gone.
+    fn delete_credentials<'a>(
+        &'a self,
+        _cluster: &'a str,
+    ) -> BoxFuture<'a, Result<usize, ProviderError>> {
+        Box::pin(async { Ok(0) })
+    }
+
     /// GPUs a node of this flavor has, as the provider knows (OpenStack: the flavor's extra
     /// specs, once resolved); 0 where it does not know.
     fn flavor_gpus(&self, _flavor: &str) -> u32 {

@@ -157,6 +157,14 @@ pub async fn leftovers(os: &OpenStack, cluster: &str) -> Vec<String> {
     {
         left.push(format!("keypair {cluster}-key"));
     }
+    // the autostop credentials (Keystone: by name)
+    left.extend(
+        hvd_cluster::provider::openstack::credential::existing(os, cluster)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(g, _)| format!("application credential hvd-cluster-{cluster}-autostop-{g}")),
+    );
     left.sort();
     left.dedup();
     left

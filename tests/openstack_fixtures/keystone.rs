@@ -74,7 +74,8 @@ fn token_from_application_credential_and_gophercloud_responses() -> TestResult {
     assert_eq!(
         t.catalog
             .endpoint(Service::Identity, None, Interface::Admin)?,
-        "http://example.com/identity"
+        "http://example.com/identity/v3",
+        "the catalog's unversioned Keystone URL gets the v3 the calls go under"
     );
 
     let t = auth::parse_token(
@@ -106,7 +107,7 @@ fn catalog_document_and_service_aliases() -> TestResult {
     let catalog: Catalog = at(&doc, "catalog");
     assert_eq!(
         catalog.endpoint(Service::Identity, Some("RegionOne"), Interface::Public)?,
-        "http://localhost:5000"
+        "http://localhost:5000/v3"
     );
     // aliases, preference order, api roots, several regions
     let catalog: Catalog = serde_json::from_value(json!([
@@ -140,5 +141,46 @@ fn catalog_document_and_service_aliases() -> TestResult {
         Service::Share.api_root("http://h:8786/v1/p1"),
         "http://h:8786/v2/p1"
     );
+    Ok(())
+}
+
+#[test]
+fn application_credentials_and_access_rules_from_keystones_samples() -> TestResult {
+    use hvd_cluster::openstack::identity::{parse_created, AppCredential, StoredRule};
+    let made = parse_created(&fixture(
+        "keystone/application-credential-create-response.json",
+    ))?;
+    assert_eq!(made.credential.id, "58d61ff8e6e34accb35874016d1dba8b");
+    assert_eq!(made.credential.name, "monitoring");
+    assert!(!made.credential.unrestricted);
+    assert_eq!(made.secret.expose(), "rEaqvJka48mpv");
+    assert_eq!(
+        format!("{:?}", made.secret),
+        "***",
+        "the secret never prints"
+    );
+
+    let list: Vec<AppCredential> = at(
+        &fixture("keystone/application-credential-list-response.json"),
+        "application_credentials",
+    );
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0].access_rules.as_deref(), Some(&[][..]));
+    let rules = list[1].access_rules.clone().unwrap_or_default();
+    assert_eq!(
+        (
+            rules[0].service.as_str(),
+            rules[0].method.as_str(),
+            rules[0].path.as_str()
+        ),
+        ("monitoring", "GET", "/v2.0/metrics")
+    );
+
+    let stored: Vec<StoredRule> = at(
+        &fixture("keystone/access-rules-list-response.json"),
+        "access_rules",
+    );
+    assert_eq!(stored[0].id, "07d719df00f349ef8de77d542edf010c");
+    assert_eq!(stored[0].path, "/v2.0/metrics");
     Ok(())
 }

@@ -10,9 +10,10 @@
 //! [`desired`] lays the cluster out; `resolve` looks the profile's names up, `quota` reads
 //! the limits, `observe` finds what exists, `create` makes and deletes one resource at a time,
 //! `reboot` reboots servers (a GPU driver that loads only after one), `lifecycle` shelves
-//! and unshelves them (`stop`, `start`).
+//! and unshelves them (`stop`, `start`), `credential` makes the one autostop leaves on the master.
 
 mod create;
+pub mod credential;
 mod delete;
 pub mod desired;
 mod lifecycle;
@@ -193,6 +194,13 @@ impl Provider for OpenStackProvider {
         nodes: &'a [String],
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(OpenStackProvider::start(self, cluster, nodes))
+    }
+
+    fn delete_credentials<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<usize, ProviderError>> {
+        Box::pin(async move { Ok(credential::delete_stop_credentials(&self.os, cluster).await?) })
     }
 
     fn flavor_gpus(&self, flavor: &str) -> u32 {

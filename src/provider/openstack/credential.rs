@@ -1,0 +1,344 @@
+//! The credential autostop leaves on the master: a Keystone application credential of the
+//! user, made for one cluster, whose access rules allow exactly what stopping needs on that
+//! cluster's own servers (`GET /servers/{id}` to watch, `POST /servers/{id}/action` to
+//! shelve) and nothing else: no other server, network, volume or API. Keystone cannot change
+//! a credential, so new servers (`scale`, `heal`) mean a new one, numbered: the name is
+//! `hvd-cluster-<cluster>-autostop-<n>`, read back by that exact grammar. `down` deletes every
+//! one of them and the rules they leave.
+//!
+//! A cloud whose services do not check access rules (no `service_type` in their
+//! `keystone_authtoken`, or a Keystone older than Train) refuses such a credential everywhere
+//! or not at all; [`probe`] tells which before the credential is trusted.
+
+use crate::openstack::config::AppCredentialRef;
+use crate::openstack::{
+    AppCredentialCreate, AuthMethod, CloudConfig, CredentialRule, OpenStack, OpenStackError,
+    Request, Secret, Service,
+};
+
+/// The role a stop needs (Nova's default shelve policy: project member).
+const ROLE: &str = "member";
+
+/// `hvd-cluster-<cluster>-autostop-<n>`.
+pub fn credential_name(cluster: &str, generation: u32) -> String {
+    format!("hvd-cluster-{cluster}-autostop-{generation}")
+}
+
+/// The generation of one of this cluster's credentials; `None` for any other name (another
+/// cluster's, one whose name merely starts like ours, a user's own).
+pub fn generation_of(cluster: &str, name: &str) -> Option<u32> {
+    let digits = name
+        .strip_prefix("hvd-cluster-")?
+        .strip_prefix(cluster)?
+        .strip_prefix("-autostop-")?;
+    let plain = !digits.is_empty()
+        && digits.len() <= 9
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && !(digits.len() > 1 && digits.starts_with('0'));
+    plain.then(|| digits.parse().ok()).flatten()
+}
+
+/// A server id as it may appear in a rule's path: Nova's ids are UUIDs; anything that could
+/// widen a rule (`*`, `**`, `{name}`, `/`, `..`) is refused.
+fn plain_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// The path prefixes under which compute's middleware may see a request: the endpoint URL's
+/// whole path (`/v2.1`, `/v2.1/{project_id}`, or `/compute/v2.1` behind a proxy prefix) and,
+/// where a prefix comes before the version, the path from the version on (a proxy that strips
+/// its prefix).
+fn compute_prefixes(compute_url: &str) -> Vec<String> {
+    let after_scheme = compute_url
+        .split_once("://")
+        .map_or(compute_url, |(_, rest)| rest);
+    let path = after_scheme
+        .find('/')
+        .map_or("", |i| &after_scheme[i..])
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('/');
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let is_version = |s: &&str| {
+        s.strip_prefix('v')
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    let mut prefixes = vec![path.to_owned()];
+    if let Some(at) = segments.iter().position(is_version).filter(|&at| at > 0) {
+        prefixes.push(format!("/{}", segments[at..].join("/")));
+    }
+    prefixes
+}
+
+/// The rules that let a credential stop these servers and do nothing else, under the
+/// compute endpoint `compute_url` (from the catalog: `http://host:8774/v2.1`).
+pub fn stop_rules(compute_url: &str, server_ids: &[String]) -> Result<Vec<CredentialRule>, String> {
+    if let Some(bad) = server_ids.iter().find(|id| !plain_id(id)) {
+        return Err(format!(
+            "server id {} cannot be named in an access rule",
+            crate::input::shown(bad)
+        ));
+    }
+    let mut rules = Vec::new();
+    for prefix in compute_prefixes(compute_url) {
+        for id in server_ids {
+            for (method, tail) in [("GET", ""), ("POST", "/action")] {
+                rules.push(CredentialRule {
+                    service: "compute".into(),
+                    method: method.into(),
+                    path: format!("{prefix}/servers/{id}{tail}"),
+                });
+            }
+        }
+    }
+    rules.sort();
+    rules.dedup();
+    Ok(rules)
+}
+
+/// A credential made for a cluster, with its one-time secret.
+#[derive(Debug, Clone)]
+pub struct StopCredential {
+    pub id: String,
+    pub name: String,
+    pub generation: u32,
+    pub secret: Secret,
+    pub rules: Vec<CredentialRule>,
+}
+
+impl StopCredential {
+    /// How a client authenticates as this credential, on the same cloud as `user`.
+    pub fn cloud(&self, user: &CloudConfig) -> CloudConfig {
+        CloudConfig {
+            origin: format!("application credential {}", self.name),
+            auth: AuthMethod::ApplicationCredential {
+                credential: AppCredentialRef::Id(self.id.clone()),
+                secret: self.secret.clone(),
+            },
+            ..user.clone()
+        }
+    }
+}
+
+/// This cluster's credentials as Keystone lists them: (generation, id).
+pub async fn existing(os: &OpenStack, cluster: &str) -> Result<Vec<(u32, String)>, OpenStackError> {
+    let user = os.user_id().await?;
+    let mut found: Vec<(u32, String)> = os
+        .identity()
+        .app_credentials(&user, None)
+        .await?
+        .into_iter()
+        .filter_map(|c| generation_of(cluster, &c.name).map(|g| (g, c.id)))
+        .collect();
+    found.sort();
+    Ok(found)
+}
+
+/// Makes the next credential of `cluster` for `server_ids` (the cluster's servers, in any
+/// order) and deletes the older ones. A create whose outcome is unknown leaves a credential
+/// whose secret nobody has: it is found by name and deleted on the next call.
+pub async fn make_stop_credential(
+    os: &OpenStack,
+    cluster: &str,
+    server_ids: &[String],
+) -> Result<StopCredential, OpenStackError> {
+    let compute_url = os.endpoint(Service::Compute).await?;
+    let rules = stop_rules(&compute_url, server_ids).map_err(OpenStackError::Invalid)?;
+    let user = os.user_id().await?;
+    let older = existing(os, cluster).await?;
+    let generation = older.last().map_or(1, |(g, _)| g.saturating_add(1));
+    let create = AppCredentialCreate {
+        name: credential_name(cluster, generation),
+        description: format!(
+            "hvd-cluster: lets cluster {cluster}'s master stop its own servers (autostop); deleted by `hvd-cluster down`"
+        ),
+        roles: vec![ROLE.into()],
+        access_rules: rules.clone(),
+    };
+    let made = os.identity().create_app_credential(&user, &create).await?;
+    for (_, id) in &older {
+        os.identity().delete_app_credential(&user, id).await?;
+    }
+    delete_unused_rules(os, &user).await?;
+    Ok(StopCredential {
+        id: made.credential.id,
+        name: made.credential.name,
+        generation,
+        secret: made.secret,
+        rules,
+    })
+}
+
+/// Deletes every credential of `cluster` and the access rules no credential uses any more.
+/// Returns how many credentials it deleted.
+pub async fn delete_stop_credentials(
+    os: &OpenStack,
+    cluster: &str,
+) -> Result<usize, OpenStackError> {
+    let user = os.user_id().await?;
+    let found = existing(os, cluster).await?;
+    for (_, id) in &found {
+        os.identity().delete_app_credential(&user, id).await?;
+    }
+    if !found.is_empty() {
+        delete_unused_rules(os, &user).await?;
+    }
+    Ok(found.len())
+}
+
+/// Access rules outlive the credential that made them. Those of ours (compute rules on
+/// `/servers/{id}`) that no credential of the user still uses are deleted; Keystone itself
+/// refuses to delete one in use, and that refusal is not an error here.
+async fn delete_unused_rules(os: &OpenStack, user: &str) -> Result<(), OpenStackError> {
+    let in_use: Vec<CredentialRule> = os
+        .identity()
+        .app_credentials(user, None)
+        .await?
+        .into_iter()
+        .flat_map(|c| c.access_rules.unwrap_or_default())
+        .collect();
+    for rule in os.identity().access_rules(user).await? {
+        let ours = rule.service == "compute" && rule.path.contains("/servers/");
+        let used = in_use
+            .iter()
+            .any(|r| r.method == rule.method && r.path == rule.path && r.service == rule.service);
+        if ours && !used {
+            match os.identity().delete_access_rule(user, &rule.id).await {
+                Ok(()) => {}
+                Err(e) if e.status() == Some(403) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a probe of a fresh credential found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enforcement {
+    /// Its own server answered and everything else was refused.
+    Enforced,
+    /// The cloud does not check access rules the way autostop needs; the reason says how.
+    NotEnforced(String),
+}
+
+/// Tries the credential on the cloud: reading `own_server` must work (else compute refuses
+/// every rule-limited token: no `service_type` in its middleware, or an old one) and listing
+/// flavors must be refused (else the rules are ignored).
+pub async fn probe(
+    user: &CloudConfig,
+    credential: &StopCredential,
+    own_server: &str,
+) -> Result<Enforcement, OpenStackError> {
+    let os = OpenStack::connect(&credential.cloud(user)).await?;
+    let own = os
+        .request(&Request::get(
+            Service::Compute,
+            format!("servers/{own_server}"),
+        ))
+        .await;
+    if let Err(e) = own {
+        return match e.status() {
+            Some(401 | 403) => Ok(Enforcement::NotEnforced(format!(
+                "the compute API refused the credential for its own server ({e})"
+            ))),
+            _ => Err(e),
+        };
+    }
+    match os.request(&Request::get(Service::Compute, "flavors")).await {
+        Ok(_) => Ok(Enforcement::NotEnforced(
+            "the compute API let the credential list flavors, which no rule allows".into(),
+        )),
+        Err(e) if e.status() == Some(401) => Ok(Enforcement::Enforced),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_read_back_by_their_exact_grammar() {
+        assert_eq!(credential_name("demo", 3), "hvd-cluster-demo-autostop-3");
+        assert_eq!(
+            generation_of("demo", "hvd-cluster-demo-autostop-3"),
+            Some(3)
+        );
+        assert_eq!(
+            generation_of("demo", "hvd-cluster-demo-autostop-12"),
+            Some(12)
+        );
+        for other in [
+            "hvd-cluster-demo2-autostop-1",
+            "hvd-cluster-dem-autostop-1",
+            "hvd-cluster-demo-autostop-",
+            "hvd-cluster-demo-autostop-01",
+            "hvd-cluster-demo-autostop-1x",
+            "hvd-cluster-demo-autostop--1",
+            "hvd-cluster-demo-autostop-9999999999",
+            "my-own-credential",
+            "hvd-cluster-demo-autostop-1 ",
+        ] {
+            assert_eq!(generation_of("demo", other), None, "{other}");
+        }
+        // a cluster named like another's prefix does not claim its credentials
+        assert_eq!(
+            generation_of("demo-autostop", "hvd-cluster-demo-autostop-1"),
+            None
+        );
+    }
+
+    #[test]
+    fn rules_name_each_server_and_nothing_wider() {
+        let ids = vec!["a1b2".to_owned(), "c3d4".to_owned()];
+        let rules = stop_rules("http://127.0.0.1:8774/v2.1", &ids).unwrap();
+        let shown: Vec<String> = rules
+            .iter()
+            .map(|r| format!("{} {} {}", r.service, r.method, r.path))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "compute GET /v2.1/servers/a1b2",
+                "compute GET /v2.1/servers/c3d4",
+                "compute POST /v2.1/servers/a1b2/action",
+                "compute POST /v2.1/servers/c3d4/action",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_proxy_prefix_gives_both_spellings() {
+        let rules = stop_rules("https://cloud.example/compute/v2.1/", &["x".into()]).unwrap();
+        let paths: Vec<&str> = rules.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/compute/v2.1/servers/x",
+                "/v2.1/servers/x",
+                "/compute/v2.1/servers/x/action",
+                "/v2.1/servers/x/action",
+            ]
+        );
+        // an endpoint with the project in it: Nova sees the project in every path
+        let rules = stop_rules("http://h:8774/v2.1/a6944d76", &["x".into()]).unwrap();
+        let paths: Vec<&str> = rules.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/v2.1/a6944d76/servers/x",
+                "/v2.1/a6944d76/servers/x/action"
+            ]
+        );
+    }
+
+    #[test]
+    fn ids_that_would_widen_a_rule_are_refused() {
+        for bad in ["*", "**", "{id}", "a/b", "..", "", "a b", "x\u{0}"] {
+            let err = stop_rules("http://h/v2.1", &[bad.to_owned()]).unwrap_err();
+            assert!(err.contains("cannot be named"), "{bad}: {err}");
+        }
+    }
+}
