@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::autostop;
 use crate::bootstrap::{self, reboot, BootstrapError, RebootRequest};
 use crate::check::{self, CheckReport};
 use crate::cluster::{self, Reach};
@@ -234,6 +235,28 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
     keep_discovery(&c.dir, &workers)?;
     let url = opened.jupyter_url(p, provider).await?;
     let check = check::run(p, &opened.sessions, Some(&url.reachable)).await?;
+    // After the check: the agent starts counting idle time on a cluster that works.
+    let said = match autostop::converge(p, provider, &opened.master().ssh).await? {
+        autostop::Outcome::Off | autostop::Outcome::InPlace => None,
+        autostop::Outcome::Installed {
+            credential,
+            restricted: true,
+        } => Some(format!(
+            "autostop: the master stops the cluster after {} idle (credential {credential}, limited to this cluster's servers)",
+            p.lifecycle.autostop.as_deref().unwrap_or("?")
+        )),
+        autostop::Outcome::Installed {
+            credential,
+            restricted: false,
+        } => Some(format!(
+            "autostop: the master stops the cluster after {} idle (credential {credential}: NOT limited to this cluster's servers, this cloud does not enforce access rules; you consented in the profile)",
+            p.lifecycle.autostop.as_deref().unwrap_or("?")
+        )),
+        autostop::Outcome::Removed => Some("autostop: off; the agent and its credential are gone".into()),
+    };
+    if let Some(line) = said {
+        ctx.progress.line(line);
+    }
     Ok(Ready {
         check,
         jupyter_url: url.shown,

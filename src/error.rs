@@ -29,6 +29,8 @@ pub enum Error {
     #[error(transparent)]
     Check(#[from] CheckError),
     #[error(transparent)]
+    Autostop(#[from] crate::autostop::AutostopError),
+    #[error(transparent)]
     Images(#[from] ImageError),
     /// Bad input (exit 2): a local-provider setting from the environment.
     #[error(transparent)]

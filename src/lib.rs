@@ -30,6 +30,7 @@
 
 pub mod apply;
 pub mod args;
+pub mod autostop;
 pub mod bench;
 pub mod bootstrap;
 pub mod check;

@@ -1,7 +1,7 @@
 //! Every file under `templates/` that reaches a node, compiled into the binary and named in one
 //! table: the tera templates the renderer loads ([`ALL`]; the bootstrap steps name theirs by
 //! these constants) and the plain files copied as they are ([`IMAGE_SERVE`], [`IMAGE_FETCH`],
-//! [`CHECK_JOB`]). A new template is one constant here and one entry in [`ALL`]. Pure data.
+//! [`AUTOSTOP_AGENT`], [`CHECK_JOB`]). A new template is one constant here and one entry in [`ALL`]. Pure data.
 
 /// A template shipped in the binary: its name (as the renderer knows it) and its text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +87,9 @@ pub fn source(name: &str) -> Option<&'static str> {
 pub const IMAGE_SERVE: &str = include_str!("../templates/node/image_serve.py");
 pub const IMAGE_FETCH: &str = include_str!("../templates/node/image_fetch.py");
 
+/// The master's autostop agent (arguments: its config file).
+pub const AUTOSTOP_AGENT: &str = include_str!("../templates/node/autostop_agent.py");
+
 /// The acceptance check job, run by every rank.
 pub const CHECK_JOB: &str = include_str!("../templates/check/hvd_check.py");
 
@@ -110,7 +113,11 @@ mod tests {
             .collect();
         on_disk.sort();
         let mut named: Vec<String> = ALL.iter().map(|t| t.name.to_string()).collect();
-        named.extend(["image_serve.py".to_string(), "image_fetch.py".to_string()]);
+        named.extend([
+            "image_serve.py".to_string(),
+            "image_fetch.py".to_string(),
+            "autostop_agent.py".to_string(),
+        ]);
         named.sort();
         let before = named.len();
         named.dedup();

@@ -5,7 +5,10 @@
 //! the master by its floating IP and the workers through it, runs Horovod on every host and
 //! prints a Jupyter URL that answers; `down` leaves nothing behind, in the cloud or in
 //! Docker. A second test deletes a worker server as admin during an elastic run (a
-//! preemption) and `heal` replaces it.
+//! preemption) and `heal` replaces it. The first then turns `[lifecycle] autostop` on (and
+//! off, and on again) with `up`: the agent on the master keeps the cluster up while a job runs
+//! and stops it (every server shelved and offloaded) once it has been idle, through the
+//! cloud's API with the credential limited to the cluster's servers.
 //!
 //! Needs the cloud and the node image: `tests/cloud/install && tests/cloud/start &&
 //! scripts/build-images` (scripts/test does all three).
@@ -15,7 +18,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::cloud::{client, leftovers, require_cloud, runtime};
 use common::{http_get, ElasticJob, TestCluster};
@@ -151,6 +154,8 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
             String::from_utf8_lossy(&again.stderr).contains("nothing to change"),
             "a second up finds every resource"
         );
+
+        autostop_keeps_it_up_while_busy_and_stops_it_when_idle(&c);
     });
     down_leaves_nothing(&c, &before, result);
 }
@@ -191,4 +196,131 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run() {
         assert!(sizes.contains(&1) && sizes.contains(&2), "{sizes:?}");
     });
     down_leaves_nothing(&c, &before, result);
+}
+
+/// The profile with `[lifecycle]` set to `autostop` (the master reaches Keystone and Nova
+/// through tests/cloud's forwarder on 203.0.113.1: the APIs listen on 127.0.0.1 only).
+fn with_autostop(c: &TestCluster, autostop: &str) {
+    let text = std::fs::read_to_string(&c.profile).unwrap();
+    let text = text.split("\n[lifecycle]").next().unwrap().to_string();
+    std::fs::write(
+        &c.profile,
+        format!(
+            "{text}\n[lifecycle]\nautostop = \"{autostop}\"\n\
+             identity_url = \"http://203.0.113.1:5000/v3\"\n\
+             compute_url = \"http://203.0.113.1:8774/v2.1\"\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// On a running cluster, `up` with `autostop = "60s"` installs the agent with a credential
+/// limited to the cluster's servers, `"off"` removes agent and credential, `"60s"` again
+/// puts them back. A job longer than the idle time keeps the cluster up (the agent logs it
+/// busy); once the job ends the agent stops the cluster itself (workers first, then the
+/// master), its log naming the reason. The caller's `down` then deletes the stopped cluster
+/// and its credentials.
+fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster) {
+    let rt = runtime();
+    let os = rt.block_on(client("local-user"));
+    let credentials = || {
+        rt.block_on(hvd_cluster::provider::openstack::credential::existing(
+            &os, &c.name,
+        ))
+        .unwrap()
+        .len()
+    };
+    let installed = |up: &std::process::Output| {
+        assert!(up.status.success());
+        let said = String::from_utf8_lossy(&up.stderr);
+        assert!(
+            said.contains("autostop: the master stops the cluster after 60s idle")
+                && said.contains("limited to this cluster's servers"),
+            "{said}"
+        );
+        assert_eq!(credentials(), 1);
+    };
+    with_autostop(c, "60s");
+    installed(&c.hvd(&["up", &c.profile]));
+    with_autostop(c, "off");
+    let off = c.hvd(&["up", &c.profile]);
+    assert!(off.status.success());
+    assert!(String::from_utf8_lossy(&off.stderr)
+        .contains("autostop: off; the agent and its credential are gone"));
+    assert_eq!(credentials(), 0);
+    assert!(
+        !c.on_node("master", &["sudo", "ls", "/var/lib/hvd-cluster"])
+            .contains("autostop"),
+        "the agent's folder is gone"
+    );
+    with_autostop(c, "60s");
+    installed(&c.hvd(&["up", &c.profile]));
+
+    // The agent's log, over plain ssh with the cluster's own config (the tool's `ssh`
+    // refuses a cluster that is stopping).
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), c.hvd(&["ssh-config", &c.profile]).stdout).unwrap();
+    let master = format!("{}-master", c.name);
+    let agent_log = || -> Option<String> {
+        let out = Command::new("ssh")
+            .arg("-F")
+            .arg(config.path())
+            .args(["-o", "ConnectTimeout=5", &master, "sudo", "cat"])
+            .arg(hvd_cluster::autostop::AGENT_LOG)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let states = || -> Vec<String> {
+        let filter = hvd_cluster::openstack::ServerFilter {
+            tags: vec![hvd_cluster::provider::openstack::tag(&c.name)],
+            name: None,
+        };
+        rt.block_on(os.compute().list_servers(&filter))
+            .unwrap()
+            .into_iter()
+            .map(|s| format!("{:?}/{:?}", s.status, s.task_state))
+            .collect()
+    };
+
+    // A job that outlasts the idle time keeps the cluster up.
+    let mut job = c
+        .command(&["run", &c.profile, "--", "sleep", "80"])
+        .spawn()
+        .expect("start a job");
+    std::thread::sleep(Duration::from_secs(70));
+    let log = agent_log().expect("the agent's log");
+    assert!(
+        log.contains("started: stops the cluster after 60s idle"),
+        "{log}"
+    );
+    assert!(log.contains("busy: job running: horovodrun"), "{log}");
+    assert!(!log.contains("stopping the cluster"), "{log}");
+    let now = states();
+    assert!(now.iter().all(|s| s == "Active/None"), "{now:?}");
+    assert!(job.wait().unwrap().success(), "the job finishes");
+
+    // Idle: the agent stops the cluster by itself.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut last_log = log;
+    loop {
+        if let Some(log) = agent_log() {
+            last_log = log;
+        }
+        let now = states();
+        if now.iter().all(|s| s == "ShelvedOffloaded/None") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not stopped: {now:?}\n{last_log}"
+        );
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    eprintln!("the agent's last log seen:\n{last_log}");
+    assert!(last_log.contains("idle for"), "{last_log}");
+    assert!(last_log.contains("stopping the cluster"), "{last_log}");
+    assert_eq!(c.status_json()["state"], "stopped");
 }

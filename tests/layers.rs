@@ -31,7 +31,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("providers", &["provider"]),
-    ("engines", &["apply", "bootstrap", "check", "bench"]),
+    (
+        "engines",
+        &["apply", "bootstrap", "check", "bench", "autostop"],
+    ),
     ("what commands share", &["context", "error", "cluster"]),
     ("the shared up", &["converge", "lifecycle"]),
     ("commands and the printer", &["cmd"]),

@@ -5,8 +5,10 @@
 //! can reach a file path, a shell, a template or a URL.
 
 mod cpu_share;
+mod idle_time;
 
 pub use cpu_share::CpuShare;
+pub use idle_time::parse_idle_time;
 
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -304,12 +306,17 @@ pub fn check_cloud_name(value: &str) -> Result<(), Refused> {
 /// A Debian mirror for the image builds (`HVD_CLUSTER_APT_MIRROR`): a plain `http(s)://host[:port]/path`
 /// with only unreserved characters, since it is written into apt sources and a `sed` replacement.
 pub fn check_apt_mirror(value: &str) -> Result<(), Refused> {
-    let refused = |why: &str| {
-        Err(Refused(format!(
-            "`{}` is not a Debian mirror URL: {why}",
-            shown(value)
-        )))
-    };
+    check_plain_url(value, "a Debian mirror URL")
+}
+
+/// Where the nodes reach an OpenStack API (`lifecycle.identity_url`, `compute_url`): the same
+/// plain `http(s)://host[:port]/path` grammar, as it is written into the master's agent config.
+pub fn check_api_url(value: &str) -> Result<(), Refused> {
+    check_plain_url(value, "an API URL")
+}
+
+fn check_plain_url(value: &str, kind: &str) -> Result<(), Refused> {
+    let refused = |why: &str| Err(Refused(format!("`{}` is not {kind}: {why}", shown(value))));
     let Some(rest) = value
         .strip_prefix("http://")
         .or_else(|| value.strip_prefix("https://"))

@@ -72,6 +72,37 @@ pub struct Profile {
     pub storage: StorageSpec,
     #[serde(default)]
     pub container: ContainerSpec,
+    #[serde(default)]
+    pub lifecycle: LifecycleSpec,
+}
+
+/// `[lifecycle]`: the cluster stopping itself when idle (OpenStack).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LifecycleSpec {
+    /// Idle time after which the master stops the cluster (`"30m"`, `"2h"`, `"90s"`), or
+    /// `"off"` (the default). Checked by [`crate::input::parse_idle_time`].
+    #[serde(default)]
+    pub autostop: Option<String>,
+    /// Where the master reaches Keystone's v3 API; default: the cloud's `auth_url`.
+    #[serde(default)]
+    pub identity_url: Option<String>,
+    /// Where the master reaches Nova's API; default: the catalog's compute endpoint.
+    #[serde(default)]
+    pub compute_url: Option<String>,
+    /// Consent to a credential without access rules on a cloud that does not enforce them
+    /// (it can then do on the project whatever the user's member role allows).
+    #[serde(default)]
+    pub unrestricted_credential: bool,
+}
+
+impl LifecycleSpec {
+    /// The idle time, once the profile was validated; `None` when autostop is off.
+    pub fn autostop_after(&self) -> Option<std::time::Duration> {
+        self.autostop
+            .as_deref()
+            .and_then(|v| crate::input::parse_idle_time(v).ok().flatten())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]

@@ -317,3 +317,56 @@ fn build_remote_names_one_of_the_recipe_images() {
         ["base", "node"]
     );
 }
+
+#[test]
+fn lifecycle_autostop_and_urls_by_their_grammar() {
+    let with = |lines: &str| parse_str(&format!("{GOOD}\n[lifecycle]\n{lines}\n"));
+    let p = with("autostop = \"30m\"\nidentity_url = \"http://203.0.113.1:5000/v3\"").unwrap();
+    assert_eq!(
+        p.lifecycle.autostop_after(),
+        Some(std::time::Duration::from_secs(1800))
+    );
+    assert!(!p.lifecycle.unrestricted_credential);
+    assert_eq!(
+        with("autostop = \"off\"")
+            .unwrap()
+            .lifecycle
+            .autostop_after(),
+        None
+    );
+    assert_eq!(parse_str(GOOD).unwrap().lifecycle.autostop_after(), None);
+    for (line, field) in [
+        ("autostop = \"30\"", "lifecycle.autostop"),
+        ("autostop = \"10s\"", "lifecycle.autostop"),
+        ("autostop = \"5m; reboot\"", "lifecycle.autostop"),
+        (
+            "identity_url = \"http://h:5000/v3?x=$(id)\"",
+            "lifecycle.identity_url",
+        ),
+        (
+            "compute_url = \"file:///etc/passwd\"",
+            "lifecycle.compute_url",
+        ),
+        (
+            "compute_url = \"http://user:pw@h/v2.1\"",
+            "lifecycle.compute_url",
+        ),
+        (
+            "compute_url = \"http://h/../v2.1\"",
+            "lifecycle.compute_url",
+        ),
+    ] {
+        let e = with(line).unwrap_err();
+        assert_eq!(e.field, field, "{line}: {e}");
+    }
+    let e = with("autostp = \"30m\"").unwrap_err();
+    assert_eq!(e.help.as_deref(), Some("did you mean `autostop`?"));
+}
+
+#[test]
+fn autostop_needs_a_cloud() {
+    let text = "name = \"demo\"\nprovider = \"local\"\n[master]\n[workers]\ncount = 1\n[lifecycle]\nautostop = \"30m\"\n";
+    let e = parse_str(text).unwrap_err();
+    assert_eq!(e.field, "lifecycle.autostop");
+    assert!(e.to_string().contains("needs an OpenStack cloud"), "{e}");
+}

@@ -65,6 +65,7 @@ pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
         validate_subnet(p)?;
     }
     validate_access(&p.access)?;
+    validate_lifecycle(p)?;
     if p.container.ssh_port == 22 || p.container.ssh_port == 0 {
         return Err(issue(
             "container.ssh_port",
@@ -304,4 +305,32 @@ pub fn parse_cidr(cidr: &str) -> Result<(Ipv4Addr, u8), String> {
         ));
     }
     Ok((addr, prefix))
+}
+
+/// `[lifecycle]`: the idle time by its grammar, the API URLs by theirs, and autostop only
+/// where the master can stop its cluster through a cloud's API.
+fn validate_lifecycle(p: &Profile) -> Result<(), Issue> {
+    let l = &p.lifecycle;
+    let on = match &l.autostop {
+        Some(v) => input::parse_idle_time(v)
+            .map_err(|e| refused("lifecycle.autostop", e))?
+            .is_some(),
+        None => false,
+    };
+    for (field, url) in [
+        ("lifecycle.identity_url", &l.identity_url),
+        ("lifecycle.compute_url", &l.compute_url),
+    ] {
+        if let Some(url) = url {
+            input::check_api_url(url).map_err(|e| refused(field, e))?;
+        }
+    }
+    if on && p.provider != ProviderKind::OpenStack {
+        return Err(issue(
+            "lifecycle.autostop",
+            "autostop needs an OpenStack cloud: the local provider's nodes are containers only this machine can stop",
+            Some("use `hvd-cluster stop` for a local cluster"),
+        ));
+    }
+    Ok(())
 }

@@ -130,6 +130,35 @@ pub trait Provider: Send + Sync {
         })
     }
 
+    /// The cluster's servers and the API URLs the master's autostop agent will use (as the
+    /// cloud's catalog and auth URL say); an error where the provider cannot stop itself.
+    fn autostop_target<'a>(
+        &'a self,
+        _cluster: &'a str,
+    ) -> BoxFuture<'a, Result<AutostopTarget, ProviderError>> {
+        Box::pin(async {
+            Err(ProviderError::Cloud(
+                "this provider's clusters cannot stop themselves".into(),
+            ))
+        })
+    }
+
+    /// Makes the credential the agent stops `target`'s servers with (replacing older ones):
+    /// limited by access rules to exactly those servers, or (where the cloud does not
+    /// enforce access rules and `unrestricted_ok`) by the user's member role only.
+    fn autostop_credential<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _target: &'a AutostopTarget,
+        _unrestricted_ok: bool,
+    ) -> BoxFuture<'a, Result<AutostopCredential, ProviderError>> {
+        Box::pin(async {
+            Err(ProviderError::Cloud(
+                "this provider's clusters cannot stop themselves".into(),
+            ))
+        })
+    }
+
     /// Deletes the credentials the provider made for the cluster's autostop (OpenStack: the
     /// user's application credentials `hvd-cluster-<cluster>-autostop-<n>` and the access
     /// rules they leave); returns how many. `down` calls it after the resources are gone.
@@ -175,6 +204,25 @@ pub trait Provider: Send + Sync {
     fn calls(&self) -> u64 {
         0
     }
+}
+
+/// What the master's autostop agent stops, and where it reaches the APIs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutostopTarget {
+    /// (server name, server id), the master first, then the workers by name.
+    pub servers: Vec<(String, String)>,
+    pub identity_url: String,
+    pub compute_url: String,
+}
+
+/// A credential made for the agent; the secret only ever goes to the master's root-only file.
+#[derive(Debug, Clone)]
+pub struct AutostopCredential {
+    pub id: String,
+    pub name: String,
+    pub secret: crate::openstack::Secret,
+    /// Limited by access rules to the cluster's servers (false: by the member role only).
+    pub restricted: bool,
 }
 
 /// What stopped nodes held and handed back (vCPUs, RAM and GPUs where the provider knows

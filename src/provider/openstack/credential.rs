@@ -10,11 +10,13 @@
 //! `keystone_authtoken`, or a Keystone older than Train) refuses such a credential everywhere
 //! or not at all; [`probe`] tells which before the credential is trusted.
 
+use super::OpenStackProvider;
 use crate::openstack::config::AppCredentialRef;
 use crate::openstack::{
     AppCredentialCreate, AuthMethod, CloudConfig, CredentialRule, OpenStack, OpenStackError,
     Request, Secret, Service,
 };
+use crate::provider::{AutostopCredential, AutostopTarget, ProviderError};
 
 /// The role a stop needs (Nova's default shelve policy: project member).
 const ROLE: &str = "member";
@@ -145,6 +147,24 @@ pub async fn make_stop_credential(
 ) -> Result<StopCredential, OpenStackError> {
     let compute_url = os.endpoint(Service::Compute).await?;
     let rules = stop_rules(&compute_url, server_ids).map_err(OpenStackError::Invalid)?;
+    make(os, cluster, rules).await
+}
+
+/// As [`make_stop_credential`], without access rules: for a cloud that does not enforce
+/// them, with the user's consent (`lifecycle.unrestricted_credential`). Still restricted in
+/// Keystone's sense: it cannot make credentials.
+pub async fn make_unrestricted_credential(
+    os: &OpenStack,
+    cluster: &str,
+) -> Result<StopCredential, OpenStackError> {
+    make(os, cluster, Vec::new()).await
+}
+
+async fn make(
+    os: &OpenStack,
+    cluster: &str,
+    rules: Vec<CredentialRule>,
+) -> Result<StopCredential, OpenStackError> {
     let user = os.user_id().await?;
     let older = existing(os, cluster).await?;
     let generation = older.last().map_or(1, |(g, _)| g.saturating_add(1));
@@ -252,6 +272,73 @@ pub async fn probe(
         )),
         Err(e) if e.status() == Some(401) => Ok(Enforcement::Enforced),
         Err(e) => Err(e),
+    }
+}
+
+impl OpenStackProvider {
+    /// The cluster's servers (master first) and the APIs as the catalog and auth URL say.
+    pub(super) async fn autostop_target(
+        &self,
+        cluster: &str,
+    ) -> Result<AutostopTarget, ProviderError> {
+        let mut servers: Vec<(String, String)> = self
+            .servers(cluster)
+            .await?
+            .into_iter()
+            .filter_map(|s| s.name.map(|n| (n, s.id)))
+            .filter(|(n, _)| {
+                n.strip_prefix(cluster)
+                    .is_some_and(|rest| rest == "-master" || rest.starts_with("-worker-"))
+            })
+            .collect();
+        let master = format!("{cluster}-master");
+        servers.sort_by_key(|(n, _)| (n != &master, n.clone()));
+        if servers.first().map(|(n, _)| n) != Some(&master) {
+            return Err(ProviderError::Cloud(format!(
+                "cluster `{cluster}` has no master server for autostop to run on"
+            )));
+        }
+        Ok(AutostopTarget {
+            servers,
+            identity_url: self.os.config().auth_url.clone(),
+            compute_url: self.os.endpoint(Service::Compute).await?,
+        })
+    }
+
+    /// A credential for `target`'s servers, tried on the cloud before it is handed out.
+    pub(super) async fn autostop_credential(
+        &self,
+        cluster: &str,
+        target: &AutostopTarget,
+        unrestricted_ok: bool,
+    ) -> Result<AutostopCredential, ProviderError> {
+        let ids: Vec<String> = target.servers.iter().map(|(_, id)| id.clone()).collect();
+        let made = make_stop_credential(&self.os, cluster, &ids).await?;
+        let master = &ids[0];
+        let restricted = match probe(self.os.config(), &made, master).await? {
+            Enforcement::Enforced => made,
+            Enforcement::NotEnforced(why) => {
+                delete_stop_credentials(&self.os, cluster).await?;
+                if !unrestricted_ok {
+                    return Err(ProviderError::Cloud(format!(
+                        "this cloud does not enforce application credential access rules ({why}), so the master's credential could not be limited to this cluster's servers; set `lifecycle.unrestricted_credential = true` to let it hold one limited only by your member role, or leave autostop off"
+                    )));
+                }
+                let open = make_unrestricted_credential(&self.os, cluster).await?;
+                return Ok(AutostopCredential {
+                    id: open.id,
+                    name: open.name,
+                    secret: open.secret,
+                    restricted: false,
+                });
+            }
+        };
+        Ok(AutostopCredential {
+            id: restricted.id,
+            name: restricted.name,
+            secret: restricted.secret,
+            restricted: true,
+        })
     }
 }
 

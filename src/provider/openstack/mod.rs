@@ -196,6 +196,27 @@ impl Provider for OpenStackProvider {
         Box::pin(OpenStackProvider::start(self, cluster, nodes))
     }
 
+    fn autostop_target<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<crate::provider::AutostopTarget, ProviderError>> {
+        Box::pin(OpenStackProvider::autostop_target(self, cluster))
+    }
+
+    fn autostop_credential<'a>(
+        &'a self,
+        cluster: &'a str,
+        target: &'a crate::provider::AutostopTarget,
+        unrestricted_ok: bool,
+    ) -> BoxFuture<'a, Result<crate::provider::AutostopCredential, ProviderError>> {
+        Box::pin(OpenStackProvider::autostop_credential(
+            self,
+            cluster,
+            target,
+            unrestricted_ok,
+        ))
+    }
+
     fn delete_credentials<'a>(
         &'a self,
         cluster: &'a str,

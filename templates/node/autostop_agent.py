@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+# hvd-cluster's autostop agent, on the master: stops the cluster (shelves its servers, the
+# workers first, the master last) once it has been idle for the configured time, with the
+# user's machine offline. Python's standard library only: a stock cloud image has python3.
+#
+# Idle means, at every look: no horovodrun / mpirun / orterun / prterun process on the master
+# (jobs started by `hvd-cluster run`, `bench`, `check` or a Jupyter terminal all go through
+# one), no Jupyter kernel busy and no Jupyter activity (its /api/status `last_activity`), and
+# no GPU of the master above the utilisation threshold (nvidia-smi, where there is one).
+# Every decision is logged with its reason.
+#
+# Its config (root-only, written by `hvd-cluster up`) holds the application credential that
+# may read and shelve exactly this cluster's servers; the secret never reaches argv or a log.
+#   autostop_agent.py CONFIG.json          # runs until it stops the cluster
+#   autostop_agent.py CONFIG.json --once   # one look, printed; stops nothing
+
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+JOB_PROGRAMS = {"horovodrun", "mpirun", "orterun", "prterun"}
+
+
+def now():
+    return time.time()
+
+
+class Agent:
+    def __init__(self, config):
+        self.c = config
+        self.started = now()
+        self.last_busy = self.started
+        self.log_path = config.get("log", "/var/log/hvd-cluster/autostop.log")
+
+    def log(self, message):
+        line = "%s %s" % (datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), message)
+        print(line, flush=True)
+        try:
+            os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
+        except OSError as e:
+            print("cannot write %s: %s" % (self.log_path, e), file=sys.stderr, flush=True)
+
+    # ---------------------------------------------------------------- what keeps it busy
+    def jobs(self):
+        """Job processes on this host (the hvd container's processes are visible here)."""
+        found = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            for arg in argv[:3]:
+                name = os.path.basename(arg.decode("utf-8", "replace"))
+                if name in JOB_PROGRAMS:
+                    found.append("%s (pid %s)" % (name, pid))
+                    break
+        return found
+
+    def jupyter(self):
+        """(busy kernels, last activity as epoch seconds) or None when Jupyter does not answer."""
+        port = self.c.get("jupyter_port", 8888)
+        try:
+            with open(self.c.get("jupyter_token_file", "/etc/hvd-cluster/jupyter/token"), encoding="utf-8") as f:
+                token = f.read().strip()
+        except OSError:
+            token = ""
+
+        def get(path):
+            # no_track_activity: the agent's own looks are not activity
+            req = urllib.request.Request(
+                "http://127.0.0.1:%d%s?no_track_activity=1" % (port, path),
+                headers={"Authorization": "token " + token} if token else {},
+            )
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.load(r)
+
+        try:
+            status = get("/api/status")
+            kernels = get("/api/kernels")
+        except (OSError, ValueError):
+            return None
+        busy = [k.get("id", "?") for k in kernels if k.get("execution_state") == "busy"]
+        last = parse_time(status.get("last_activity"))
+        return busy, last
+
+    def gpus(self):
+        """Utilisation (%) of each GPU with nvidia-smi; [] without one."""
+        smi = shutil.which("nvidia-smi")
+        if not smi:
+            return []
+        try:
+            out = subprocess.run(
+                [smi, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
+                capture_output=True, text=True, timeout=20, check=True,
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return []
+        return [int(v) for v in out.split() if v.strip().isdigit()]
+
+    def look(self):
+        """(reasons it is busy, idle seconds so far)."""
+        reasons = []
+        jobs = self.jobs()
+        if jobs:
+            reasons.append("job running: " + ", ".join(jobs[:3]))
+        j = self.jupyter()
+        last_activity = None
+        if j is not None:
+            busy, last_activity = j
+            if busy:
+                reasons.append("Jupyter kernel busy: %d" % len(busy))
+        threshold = self.c.get("gpu_busy_percent", 10)
+        hot = [u for u in self.gpus() if u >= threshold]
+        if hot:
+            reasons.append("GPU busy: %s%%" % "/".join(str(u) for u in hot))
+        t = now()
+        if reasons:
+            self.last_busy = t
+        since = max(self.last_busy, last_activity or 0)
+        return reasons, max(0, t - since), j is not None
+
+    # ---------------------------------------------------------------- stopping
+    def token(self):
+        body = json.dumps({"auth": {"identity": {
+            "methods": ["application_credential"],
+            "application_credential": {"id": self.c["credential_id"], "secret": self.c["credential_secret"]},
+        }}}).encode()
+        req = urllib.request.Request(
+            self.c["identity_url"].rstrip("/") + "/auth/tokens", data=body, method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.headers["X-Subject-Token"]
+
+    def nova(self, token, method, path, body=None):
+        req = urllib.request.Request(
+            self.c["compute_url"].rstrip("/") + path, method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"X-Auth-Token": token, "Content-Type": "application/json",
+                     "OpenStack-API-Version": "compute 2.90"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            raw = r.read()
+            return json.loads(raw) if raw else None
+
+    def server(self, token, sid):
+        s = self.nova(token, "GET", "/servers/" + sid)["server"]
+        return s.get("status"), s.get("OS-EXT-STS:task_state")
+
+    def shelve(self, token, servers):
+        """Shelves these servers (name, id) and waits until each is shelved."""
+        for name, sid in servers:
+            status, task = self.server(token, sid)
+            if status in ("SHELVED", "SHELVED_OFFLOADED") or task:
+                self.log("%s: %s%s, not shelved again" % (name, status, "/" + task if task else ""))
+                continue
+            self.nova(token, "POST", "/servers/%s/action" % sid, {"shelve": None})
+            self.log("%s: shelve sent" % name)
+        deadline = now() + self.c.get("stop_timeout", 1800)
+        waiting = list(servers)
+        while waiting and now() < deadline:
+            time.sleep(5)
+            left = []
+            for name, sid in waiting:
+                status, task = self.server(token, sid)
+                if status in ("SHELVED", "SHELVED_OFFLOADED") and not task:
+                    self.log("%s: %s" % (name, status))
+                else:
+                    left.append((name, sid))
+            waiting = left
+        return not waiting
+
+    def stop(self):
+        token = self.token()
+        workers = [(s["name"], s["id"]) for s in self.c["servers"] if s["role"] != "master"]
+        master = [(s["name"], s["id"]) for s in self.c["servers"] if s["role"] == "master"]
+        if workers and not self.shelve(token, workers):
+            self.log("workers not all shelved in time; the master stays up, trying again")
+            return False
+        self.log("shelving the master; this agent stops with it")
+        for name, sid in master:
+            self.nova(self.token(), "POST", "/servers/%s/action" % sid, {"shelve": None})
+            self.log("%s: shelve sent" % name)
+        return True
+
+    def run(self):
+        idle_limit = self.c["idle_seconds"]
+        tick = self.c.get("tick_seconds", 30)
+        self.log("started: stops the cluster after %ds idle (looks every %ds); servers: %s" % (
+            idle_limit, tick, ", ".join(s["name"] for s in self.c["servers"])))
+        said = None
+        while True:
+            reasons, idle, jupyter_seen = self.look()
+            if reasons:
+                said_now = "busy: " + "; ".join(reasons)
+            else:
+                said_now = "idle"
+            if said_now != said:
+                self.log(said_now + ("" if jupyter_seen else " (Jupyter not answering)"))
+                said = said_now
+            if not reasons and idle >= idle_limit:
+                self.log("idle for %ds (limit %ds): stopping the cluster" % (idle, idle_limit))
+                try:
+                    if self.stop():
+                        return 0
+                except (OSError, ValueError, KeyError) as e:
+                    # HTTPError is an OSError: its code (401: the credential refused) is logged
+                    self.log("stopping failed: %s; trying again in %ds" % (describe(e), tick))
+                said = None
+            time.sleep(tick)
+
+
+def describe(e):
+    if isinstance(e, urllib.error.HTTPError):
+        return "HTTP %d from %s" % (e.code, e.url.split("?")[0])
+    return "%s: %s" % (type(e).__name__, e)
+
+
+def parse_time(value):
+    if not value:
+        return None
+    try:
+        text = value.replace("Z", "+00:00")
+        return datetime.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__ or "usage: autostop_agent.py CONFIG.json [--once]", file=sys.stderr)
+        return 2
+    with open(argv[1], encoding="utf-8") as f:
+        config = json.load(f)
+    agent = Agent(config)
+    if "--once" in argv[2:]:
+        reasons, idle, _ = agent.look()
+        print(json.dumps({"busy": reasons, "idle_seconds": int(idle)}))
+        return 0
+    return agent.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
