@@ -75,6 +75,7 @@ pub fn agent_config(p: &Profile, idle: Duration, target: &AutostopTarget) -> Val
         "identity_url": p.lifecycle.identity_url.as_deref().unwrap_or(&target.identity_url),
         "compute_url": p.lifecycle.compute_url.as_deref().unwrap_or(&target.compute_url),
         "servers": servers,
+        "state_key": crate::provider::openstack::credential::STATE_KEY,
         "jupyter_port": 8888,
         "jupyter_token_file": format!("{NODE_DIR}/jupyter/token"),
         "log": AGENT_LOG,
@@ -132,7 +133,9 @@ fi
 
 fn remove_script() -> String {
     format!(
-        r#"unit=/etc/systemd/system/hvd-cluster-autostop.service
+        r#"# `status` reads the master's last word: say "off" while the credential still works
+python3 {AGENT_DIR}/agent.py {AGENT_DIR}/config.json --publish off 2>/dev/null || true
+unit=/etc/systemd/system/hvd-cluster-autostop.service
 if [ -f "$unit" ]; then systemctl disable -q --now hvd-cluster-autostop || true; rm -f "$unit"; systemctl daemon-reload || true; fi
 pkill -f "{AGENT_DIR}/agent.py" || true
 rm -rf {AGENT_DIR}

@@ -471,7 +471,7 @@ fn the_autostop_credential_stops_its_own_cluster_and_nothing_else() {
             .block_on(make_stop_credential(&os, &a.name, &a_ids))
             .expect("make the credential");
         assert_eq!(cred.generation, 1);
-        assert_eq!(cred.rules.len(), 4, "{:?}", cred.rules);
+        assert_eq!(cred.rules.len(), 5, "{:?}", cred.rules);
         assert_eq!(
             rt.block_on(probe(os.config(), &cred, &a_master)).unwrap(),
             Enforcement::Enforced
@@ -516,6 +516,24 @@ fn the_autostop_credential_stops_its_own_cluster_and_nothing_else() {
             "creating a server",
         );
         refused(Request::get(Service::Compute, "flavors"), "listing flavors");
+        // One metadata key of the master (where the agent says what it decided), no other.
+        let meta = |server: &str, key: &str| {
+            Request::put(
+                Service::Compute,
+                format!("servers/{server}/metadata/{key}"),
+                serde_json::json!({"meta": {key: "idle since 2026-11-25T16:00:00Z"}}),
+            )
+        };
+        rt.block_on(as_cred.request(&meta(&a_master, "hvd-cluster-autostop")))
+            .expect("the agent may publish its state on its master");
+        refused(
+            meta(&a_master, "hvd-cluster"),
+            "changing the metadata that marks the cluster",
+        );
+        refused(
+            meta(&a_worker, "hvd-cluster-autostop"),
+            "publishing on a worker",
+        );
         let tag = hvd_cluster::provider::openstack::tag(&a.name);
         let network = rt
             .block_on(

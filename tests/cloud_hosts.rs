@@ -147,14 +147,7 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
         );
         assert!(node_json.contains("\"role\": \"worker\""), "{node_json}");
 
-        // Up again changes nothing and the check still passes.
-        let again = c.hvd(&["up", &c.profile]);
-        assert!(again.status.success());
-        assert!(
-            String::from_utf8_lossy(&again.stderr).contains("nothing to change"),
-            "a second up finds every resource"
-        );
-
+        // Up again (now with autostop on) changes no resource and the check still passes.
         autostop_keeps_it_up_while_busy_and_stops_it_when_idle(&c);
     });
     down_leaves_nothing(&c, &before, result);
@@ -214,9 +207,9 @@ fn with_autostop(c: &TestCluster, autostop: &str) {
     .unwrap();
 }
 
-/// On a running cluster, `up` with `autostop = "60s"` installs the agent with a credential
-/// limited to the cluster's servers, `"off"` removes agent and credential, `"60s"` again
-/// puts them back. A job longer than the idle time keeps the cluster up (the agent logs it
+/// On a running cluster, `up` with `autostop = "60s"` changes no resource and installs the
+/// agent with a credential limited to the cluster's servers, `"off"` removes agent and
+/// credential, `"60s"` again puts them back. A job longer than the idle time keeps the cluster up (the agent logs it
 /// busy); once the job ends the agent stops the cluster itself (workers first, then the
 /// master), its log naming the reason. The caller's `down` then deletes the stopped cluster
 /// and its credentials.
@@ -241,13 +234,19 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster) {
         assert_eq!(credentials(), 1);
     };
     with_autostop(c, "60s");
-    installed(&c.hvd(&["up", &c.profile]));
+    let again = c.hvd(&["up", &c.profile]);
+    installed(&again);
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("nothing to change"),
+        "a second up finds every resource"
+    );
     with_autostop(c, "off");
     let off = c.hvd(&["up", &c.profile]);
     assert!(off.status.success());
     assert!(String::from_utf8_lossy(&off.stderr)
         .contains("autostop: off; the agent and its credential are gone"));
     assert_eq!(credentials(), 0);
+    assert_eq!(c.status_json()["autostop"], "off", "the agent's last word");
     assert!(
         !c.on_node("master", &["sudo", "ls", "/var/lib/hvd-cluster"])
             .contains("autostop"),
@@ -300,6 +299,14 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster) {
     assert!(!log.contains("stopping the cluster"), "{log}");
     let now = states();
     assert!(now.iter().all(|s| s == "Active/None"), "{now:?}");
+    let said = c.status_json()["autostop"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        said.starts_with("busy: job running: horovodrun") && said.ends_with("stops after 60s idle"),
+        "status shows what the agent decided: {said}"
+    );
     assert!(job.wait().unwrap().success(), "the job finishes");
 
     // Idle: the agent stops the cluster by itself.
@@ -322,5 +329,12 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster) {
     eprintln!("the agent's last log seen:\n{last_log}");
     assert!(last_log.contains("idle for"), "{last_log}");
     assert!(last_log.contains("stopping the cluster"), "{last_log}");
-    assert_eq!(c.status_json()["state"], "stopped");
+    let status = c.status_json();
+    assert_eq!(status["state"], "stopped");
+    assert!(
+        status["autostop"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("stopping: idle for")),
+        "{status:#}"
+    );
 }

@@ -83,15 +83,26 @@ pub struct StatusReport<'a> {
     pub resources: &'a [plan::Observed],
     pub nodes: &'a [state::Node],
     pub healthy: bool,
+    /// What the master's autostop agent last said (as the cloud keeps it), if one ran.
+    pub autostop: Option<String>,
 }
 
 /// `status`: every resource with its health, then every node.
-pub fn print_status(name: &str, observed: &[plan::Observed], nodes: &[state::Node]) {
+pub fn print_status(
+    name: &str,
+    observed: &[plan::Observed],
+    nodes: &[state::Node],
+    autostop: Option<&str>,
+) {
     if observed.is_empty() {
         println!("cluster `{name}`: nothing exists");
         return;
     }
     println!("cluster `{name}`: {}", plan::servers_state(observed));
+    if let Some(said) = autostop {
+        // the agent's words as the cloud kept them: escaped for the terminal
+        println!("  autostop: {}", input::shown_message(said, 255));
+    }
     let mut sorted = observed.to_vec();
     sorted.sort_by_key(|o| (o.kind.level(), o.name.clone()));
     for o in &sorted {

@@ -1,7 +1,8 @@
 //! `status`: what exists and in which state, found by the cluster's tag, and which workers
 //! the elastic discovery file lists: as kept in the cluster's folder when hvd-cluster last
 //! wrote it (no SSH: a plain `status` asks only the provider), or read from the master with
-//! `--live`.
+//! `--live`. What the master's autostop agent last decided comes from the cloud too (a
+//! metadata key it sets on the master's server).
 
 use std::time::Duration;
 
@@ -31,14 +32,18 @@ pub async fn status(ctx: &Context, target: Target, json: bool, live: bool) -> Re
         }
     }
     let healthy = !observed.is_empty() && observed.iter().all(|o| o.health == Health::Ready);
+    let autostop = provider.autostop_state(&name).await?;
     let report = StatusReport {
         cluster: &name,
         state: crate::plan::servers_state(&observed),
         resources: &observed,
         nodes: &nodes,
         healthy,
+        autostop: autostop.clone(),
     };
-    emit(json, &report, || print_status(&name, &observed, &nodes));
+    emit(json, &report, || {
+        print_status(&name, &observed, &nodes, autostop.as_deref())
+    });
     Ok(0)
 }
 

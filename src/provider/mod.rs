@@ -159,6 +159,15 @@ pub trait Provider: Send + Sync {
         })
     }
 
+    /// What the master's autostop agent last published ("idle since ...; stops after 60s
+    /// idle", "busy: ...", "off"), as the cloud keeps it; `None` where none did.
+    fn autostop_state<'a>(
+        &'a self,
+        _cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(async { Ok(None) })
+    }
+
     /// Deletes the credentials the provider made for the cluster's autostop (OpenStack: the
     /// user's application credentials `hvd-cluster-<cluster>-autostop-<n>` and the access
     /// rules they leave); returns how many. `down` calls it after the resources are gone.

@@ -13,6 +13,7 @@
 # may read and shelve exactly this cluster's servers; the secret never reaches argv or a log.
 #   autostop_agent.py CONFIG.json          # runs until it stops the cluster
 #   autostop_agent.py CONFIG.json --once   # one look, printed; stops nothing
+#   autostop_agent.py CONFIG.json --publish TEXT   # says TEXT for `status` (e.g. "off")
 
 import datetime
 import json
@@ -194,6 +195,19 @@ class Agent:
             self.log("%s: shelve sent" % name)
         return True
 
+    def publish(self, state):
+        """Says on the master's server what the agent decided, for `hvd-cluster status` (one
+        metadata key, the only one its credential may set); best effort."""
+        master = [s["id"] for s in self.c["servers"] if s["role"] == "master"]
+        if not master:
+            return
+        key = self.c.get("state_key", "hvd-cluster-autostop")
+        try:
+            self.nova(self.token(), "PUT", "/servers/%s/metadata/%s" % (master[0], key),
+                      {"meta": {key: state[:255]}})
+        except (OSError, ValueError, KeyError) as e:
+            self.log("could not publish the state: %s" % describe(e))
+
     def run(self):
         idle_limit = self.c["idle_seconds"]
         tick = self.c.get("tick_seconds", 30)
@@ -209,8 +223,13 @@ class Agent:
             if said_now != said:
                 self.log(said_now + ("" if jupyter_seen else " (Jupyter not answering)"))
                 said = said_now
+                stamp = datetime.datetime.fromtimestamp(now() - idle, datetime.timezone.utc)
+                rule = "stops after %ds idle" % idle_limit
+                self.publish("%s; %s" % (
+                    said_now if reasons else "idle since " + stamp.strftime("%Y-%m-%dT%H:%M:%SZ"), rule))
             if not reasons and idle >= idle_limit:
                 self.log("idle for %ds (limit %ds): stopping the cluster" % (idle, idle_limit))
+                self.publish("stopping: idle for %ds" % idle)
                 try:
                     if self.stop():
                         return 0
@@ -244,6 +263,9 @@ def main(argv):
     with open(argv[1], encoding="utf-8") as f:
         config = json.load(f)
     agent = Agent(config)
+    if argv[2:3] == ["--publish"] and len(argv) == 4:
+        agent.publish(argv[3])
+        return 0
     if "--once" in argv[2:]:
         reasons, idle, _ = agent.look()
         print(json.dumps({"busy": reasons, "idle_seconds": int(idle)}))

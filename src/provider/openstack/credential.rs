@@ -73,8 +73,13 @@ fn compute_prefixes(compute_url: &str) -> Vec<String> {
     prefixes
 }
 
-/// The rules that let a credential stop these servers and do nothing else, under the
-/// compute endpoint `compute_url` (from the catalog: `http://host:8774/v2.1`).
+/// The master's metadata key where the agent publishes what it last decided (for `status`).
+pub const STATE_KEY: &str = "hvd-cluster-autostop";
+
+/// The rules that let a credential stop these servers (the master first) and do nothing
+/// else, under the compute endpoint `compute_url` (from the catalog:
+/// `http://host:8774/v2.1`): read and act on each server, and set one metadata key of the
+/// master ([`STATE_KEY`]).
 pub fn stop_rules(compute_url: &str, server_ids: &[String]) -> Result<Vec<CredentialRule>, String> {
     if let Some(bad) = server_ids.iter().find(|id| !plain_id(id)) {
         return Err(format!(
@@ -92,6 +97,13 @@ pub fn stop_rules(compute_url: &str, server_ids: &[String]) -> Result<Vec<Creden
                     path: format!("{prefix}/servers/{id}{tail}"),
                 });
             }
+        }
+        if let Some(master) = server_ids.first() {
+            rules.push(CredentialRule {
+                service: "compute".into(),
+                method: "PUT".into(),
+                path: format!("{prefix}/servers/{master}/metadata/{STATE_KEY}"),
+            });
         }
     }
     rules.sort();
@@ -392,6 +404,7 @@ mod tests {
                 "compute GET /v2.1/servers/c3d4",
                 "compute POST /v2.1/servers/a1b2/action",
                 "compute POST /v2.1/servers/c3d4/action",
+                "compute PUT /v2.1/servers/a1b2/metadata/hvd-cluster-autostop",
             ]
         );
     }
@@ -407,6 +420,8 @@ mod tests {
                 "/v2.1/servers/x",
                 "/compute/v2.1/servers/x/action",
                 "/v2.1/servers/x/action",
+                "/compute/v2.1/servers/x/metadata/hvd-cluster-autostop",
+                "/v2.1/servers/x/metadata/hvd-cluster-autostop",
             ]
         );
         // an endpoint with the project in it: Nova sees the project in every path
@@ -416,7 +431,8 @@ mod tests {
             paths,
             [
                 "/v2.1/a6944d76/servers/x",
-                "/v2.1/a6944d76/servers/x/action"
+                "/v2.1/a6944d76/servers/x/action",
+                "/v2.1/a6944d76/servers/x/metadata/hvd-cluster-autostop",
             ]
         );
     }

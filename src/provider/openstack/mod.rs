@@ -217,6 +217,21 @@ impl Provider for OpenStackProvider {
         ))
     }
 
+    fn autostop_state<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(async move {
+            let master = format!("{cluster}-master");
+            Ok(self
+                .servers(cluster)
+                .await?
+                .into_iter()
+                .find(|s| s.name.as_deref() == Some(master.as_str()))
+                .and_then(|s| s.metadata.get(credential::STATE_KEY).cloned()))
+        })
+    }
+
     fn delete_credentials<'a>(
         &'a self,
         cluster: &'a str,
