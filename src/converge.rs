@@ -240,19 +240,19 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
         autostop::Outcome::Off | autostop::Outcome::InPlace => None,
         autostop::Outcome::Installed {
             credential,
-            restricted: true,
+            restricted,
         } => Some(format!(
-            "autostop: the master stops the cluster after {} idle (credential {credential}, limited to this cluster's servers)",
-            p.lifecycle.autostop.as_deref().unwrap_or("?")
+            "autostop: the master stops the cluster after {} idle (credential {credential}, {})",
+            p.lifecycle.autostop.as_deref().unwrap_or("?"),
+            if restricted {
+                "limited to this cluster's servers"
+            } else {
+                "NOT limited to this cluster's servers: this cloud does not enforce access rules; you consented in the profile"
+            }
         )),
-        autostop::Outcome::Installed {
-            credential,
-            restricted: false,
-        } => Some(format!(
-            "autostop: the master stops the cluster after {} idle (credential {credential}: NOT limited to this cluster's servers, this cloud does not enforce access rules; you consented in the profile)",
-            p.lifecycle.autostop.as_deref().unwrap_or("?")
-        )),
-        autostop::Outcome::Removed => Some("autostop: off; the agent and its credential are gone".into()),
+        autostop::Outcome::Removed => {
+            Some("autostop: off; the agent and its credential are gone".into())
+        }
     };
     if let Some(line) = said {
         ctx.progress.line(line);

@@ -94,7 +94,10 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
     require_cloud();
     require_node_image();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let c = TestCluster::new("local-cloud-hosts.toml", "t-hosts", |p| p);
+    // autostop from the first `up` on, long enough not to stop the cluster during the checks
+    let c = TestCluster::new("local-cloud-hosts.toml", "t-hosts", |p| {
+        p + &lifecycle("10m")
+    });
     let nodes = [
         format!("{}-master", c.name),
         format!("{}-worker-1", c.name),
@@ -147,8 +150,11 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
         );
         assert!(node_json.contains("\"role\": \"worker\""), "{node_json}");
 
-        // Up again (now with autostop on) changes no resource and the check still passes.
-        autostop_keeps_it_up_while_busy_and_stops_it_when_idle(&c);
+        // Up again changes no resource; autostop off, on, and the cluster stopping itself.
+        autostop_keeps_it_up_while_busy_and_stops_it_when_idle(
+            &c,
+            &String::from_utf8_lossy(&up.stderr),
+        );
     });
     down_leaves_nothing(&c, &before, result);
 }
@@ -191,29 +197,30 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run() {
     down_leaves_nothing(&c, &before, result);
 }
 
-/// The profile with `[lifecycle]` set to `autostop` (the master reaches Keystone and Nova
-/// through tests/cloud's forwarder on 203.0.113.1: the APIs listen on 127.0.0.1 only).
+/// A `[lifecycle]` section with `autostop` (the master reaches Keystone and Nova through
+/// tests/cloud's forwarder on 203.0.113.1: the APIs listen on 127.0.0.1 only).
+fn lifecycle(autostop: &str) -> String {
+    format!(
+        "\n[lifecycle]\nautostop = \"{autostop}\"\n\
+         identity_url = \"http://203.0.113.1:5000/v3\"\n\
+         compute_url = \"http://203.0.113.1:8774/v2.1\"\n"
+    )
+}
+
+/// The profile with its `[lifecycle]` section set to `autostop`.
 fn with_autostop(c: &TestCluster, autostop: &str) {
     let text = std::fs::read_to_string(&c.profile).unwrap();
     let text = text.split("\n[lifecycle]").next().unwrap().to_string();
-    std::fs::write(
-        &c.profile,
-        format!(
-            "{text}\n[lifecycle]\nautostop = \"{autostop}\"\n\
-             identity_url = \"http://203.0.113.1:5000/v3\"\n\
-             compute_url = \"http://203.0.113.1:8774/v2.1\"\n"
-        ),
-    )
-    .unwrap();
+    std::fs::write(&c.profile, text + &lifecycle(autostop)).unwrap();
 }
 
-/// On a running cluster, `up` with `autostop = "60s"` changes no resource and installs the
-/// agent with a credential limited to the cluster's servers, `"off"` removes agent and
-/// credential, `"60s"` again puts them back. A job longer than the idle time keeps the cluster up (the agent logs it
-/// busy); once the job ends the agent stops the cluster itself (workers first, then the
-/// master), its log naming the reason. The caller's `down` then deletes the stopped cluster
-/// and its credentials.
-fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster) {
+/// The cluster came up with `autostop = "10m"`: the agent is there with a credential limited
+/// to the cluster's servers. `up` with `"off"` changes no resource and removes agent and
+/// credential; `"60s"` puts them back. A job longer than the idle time keeps the cluster up
+/// (the agent logs it busy, `status` shows it); once the job ends the agent stops the
+/// cluster itself (workers first, then the master), its log naming the reason. The caller's
+/// `down` then deletes the stopped cluster and its credentials.
+fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first_up: &str) {
     let rt = runtime();
     let os = rt.block_on(client("local-user"));
     let credentials = || {
@@ -223,28 +230,31 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster) {
         .unwrap()
         .len()
     };
-    let installed = |up: &std::process::Output| {
-        assert!(up.status.success());
-        let said = String::from_utf8_lossy(&up.stderr);
+    let installed = |said: &str, idle: &str| {
         assert!(
-            said.contains("autostop: the master stops the cluster after 60s idle")
-                && said.contains("limited to this cluster's servers"),
+            said.contains(&format!(
+                "autostop: the master stops the cluster after {idle} idle"
+            )) && said.contains("limited to this cluster's servers"),
             "{said}"
         );
         assert_eq!(credentials(), 1);
     };
-    with_autostop(c, "60s");
-    let again = c.hvd(&["up", &c.profile]);
-    installed(&again);
+    installed(first_up, "10m");
     assert!(
-        String::from_utf8_lossy(&again.stderr).contains("nothing to change"),
-        "a second up finds every resource"
+        c.status_json()["autostop"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("stops after 600s idle")),
+        "status shows the agent's word"
     );
     with_autostop(c, "off");
     let off = c.hvd(&["up", &c.profile]);
     assert!(off.status.success());
-    assert!(String::from_utf8_lossy(&off.stderr)
-        .contains("autostop: off; the agent and its credential are gone"));
+    let said = String::from_utf8_lossy(&off.stderr);
+    assert!(
+        said.contains("nothing to change"),
+        "a second up finds every resource"
+    );
+    assert!(said.contains("autostop: off; the agent and its credential are gone"));
     assert_eq!(credentials(), 0);
     assert_eq!(c.status_json()["autostop"], "off", "the agent's last word");
     assert!(
@@ -253,7 +263,9 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster) {
         "the agent's folder is gone"
     );
     with_autostop(c, "60s");
-    installed(&c.hvd(&["up", &c.profile]));
+    let on = c.hvd(&["up", &c.profile]);
+    assert!(on.status.success());
+    installed(&String::from_utf8_lossy(&on.stderr), "60s");
 
     // The agent's log, over plain ssh with the cluster's own config (the tool's `ssh`
     // refuses a cluster that is stopping).
