@@ -4,11 +4,12 @@
 //! `up` with profiles/local-cloud-hosts.toml creates everything through the APIs, reaches
 //! the master by its floating IP and the workers through it, runs Horovod on every host and
 //! prints a Jupyter URL that answers; `down` leaves nothing behind, in the cloud or in
-//! Docker. A second test deletes a worker server as admin during an elastic run (a
-//! preemption) and `heal` replaces it. The first then turns `[lifecycle] autostop` on (and
-//! off, and on again) with `up`: the agent on the master keeps the cluster up while a job runs
-//! and stops it (every server shelved and offloaded) once it has been idle, through the
-//! cloud's API with the credential limited to the cluster's servers.
+//! Docker. `[lifecycle] autostop` is on from the first `up`; it is turned off and on again
+//! with `up`, and the agent on the master keeps the cluster up while a job runs and stops it
+//! (every server shelved and offloaded) once it has been idle, through the cloud's API with
+//! the credential limited to the cluster's servers. A second test deletes a worker server as
+//! admin during an elastic run (a preemption): `heal` replaces it and renews the agent's
+//! credential.
 //!
 //! Needs the cloud and the node image: `tests/cloud/install && tests/cloud/start &&
 //! scripts/build-images` (scripts/test does all three).
@@ -159,13 +160,17 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
     down_leaves_nothing(&c, &before, result);
 }
 
+/// A preemption: the cloud deletes a worker's server (as its admin would) during an elastic
+/// run; the job shrinks, `heal` replaces the worker (and, the servers having changed, gives
+/// the autostop agent a new credential, the old one deleted), the job grows back.
 #[test]
 fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run() {
     require_cloud();
     require_node_image();
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // autostop on (long enough never to fire here): `heal` must renew its credential
     let c = TestCluster::new("local-cloud-hosts.toml", "t-preempt", |p| {
-        p.replace("10.61.0.0/24", "10.62.0.0/24")
+        p.replace("10.61.0.0/24", "10.62.0.0/24") + &lifecycle("10m")
     });
     let rt = runtime();
     let before = cloud_containers();
@@ -174,7 +179,6 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run() {
         let mut job = ElasticJob::start(&c, 3);
         job.wait_size(2, Duration::from_secs(300));
 
-        // A preemption: the cloud deletes a worker's server (as its admin would).
         let victim = format!("{}-worker-1", c.name);
         let id = server_id(&c, &victim);
         let admin = rt.block_on(client("local-admin"));
@@ -186,6 +190,21 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run() {
         assert!(heal.status.success());
         let healed = String::from_utf8_lossy(&heal.stdout);
         assert!(healed.contains(&victim), "{healed}");
+        let said = String::from_utf8_lossy(&heal.stderr);
+        assert!(
+            said.contains(&format!("credential hvd-cluster-{}-autostop-2", c.name)),
+            "a new server, a new credential: {said}"
+        );
+        let os = rt.block_on(client("local-user"));
+        let left: Vec<u32> = rt
+            .block_on(hvd_cluster::provider::openstack::credential::existing(
+                &os, &c.name,
+            ))
+            .unwrap()
+            .into_iter()
+            .map(|(g, _)| g)
+            .collect();
+        assert_eq!(left, [2], "the old credential is deleted");
         job.wait_size(2, Duration::from_secs(300));
         assert_eq!(
             c.listed_in_discovery(),
