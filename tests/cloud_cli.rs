@@ -456,16 +456,13 @@ fn the_autostop_credential_stops_its_own_cluster_and_nothing_else() {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         assert!(a.run(&["up", a.profile(), "--infra-only"]).status.success());
         assert!(b.run(&["up", b.profile(), "--infra-only"]).status.success());
-        let ids = |c: &Cluster| -> Vec<String> {
-            servers(&rt, &os, c).into_iter().map(|s| s.1).collect()
-        };
-        let (a_ids, b_ids) = (ids(&a), ids(&b));
+        // (name, id, ...) by name: the master first
+        let (a_servers, b_servers) = (servers(&rt, &os, &a), servers(&rt, &os, &b));
+        let a_ids: Vec<String> = a_servers.iter().map(|s| s.1.clone()).collect();
+        let b_ids: Vec<String> = b_servers.iter().map(|s| s.1.clone()).collect();
         assert_eq!((a_ids.len(), b_ids.len()), (2, 2));
-        let (a_master, a_worker) = {
-            let s = servers(&rt, &os, &a);
-            (s[0].1.clone(), s[1].1.clone())
-        };
-        assert!(servers(&rt, &os, &a)[0].0.ends_with("-master"));
+        let (a_master, a_worker) = (a_ids[0].clone(), a_ids[1].clone());
+        assert!(a_servers[0].0.ends_with("-master"));
 
         let cred = rt
             .block_on(make_stop_credential(&os, &a.name, &a_ids))

@@ -13,8 +13,8 @@
 use super::OpenStackProvider;
 use crate::openstack::config::AppCredentialRef;
 use crate::openstack::{
-    AppCredentialCreate, AuthMethod, CloudConfig, CredentialRule, OpenStack, OpenStackError,
-    Request, Secret, Service,
+    AppCredential, AppCredentialCreate, AuthMethod, CloudConfig, CredentialRule, OpenStack,
+    OpenStackError, Request, Secret, Service, StoredRule,
 };
 use crate::provider::{AutostopCredential, AutostopTarget, ProviderError};
 
@@ -135,17 +135,20 @@ impl StopCredential {
     }
 }
 
-/// This cluster's credentials as Keystone lists them: (generation, id).
-pub async fn existing(os: &OpenStack, cluster: &str) -> Result<Vec<(u32, String)>, OpenStackError> {
+/// This cluster's credentials as Keystone lists them, by generation.
+pub async fn existing(
+    os: &OpenStack,
+    cluster: &str,
+) -> Result<Vec<(u32, AppCredential)>, OpenStackError> {
     let user = os.user_id().await?;
-    let mut found: Vec<(u32, String)> = os
+    let mut found: Vec<(u32, AppCredential)> = os
         .identity()
         .app_credentials(&user, None)
         .await?
         .into_iter()
-        .filter_map(|c| generation_of(cluster, &c.name).map(|g| (g, c.id)))
+        .filter_map(|c| generation_of(cluster, &c.name).map(|g| (g, c)))
         .collect();
-    found.sort();
+    found.sort_by_key(|(g, _)| *g);
     Ok(found)
 }
 
@@ -189,10 +192,7 @@ async fn make(
         access_rules: rules.clone(),
     };
     let made = os.identity().create_app_credential(&user, &create).await?;
-    for (_, id) in &older {
-        os.identity().delete_app_credential(&user, id).await?;
-    }
-    delete_unused_rules(os, &user).await?;
+    retire(os, &user, &older).await?;
     Ok(StopCredential {
         id: made.credential.id,
         name: made.credential.name,
@@ -202,27 +202,37 @@ async fn make(
     })
 }
 
-/// Deletes every credential of `cluster` and the access rules no credential uses any more.
-/// Returns how many credentials it deleted.
+/// Deletes every credential of `cluster` and the access rules they leave. Returns how many
+/// credentials it deleted.
 pub async fn delete_stop_credentials(
     os: &OpenStack,
     cluster: &str,
 ) -> Result<usize, OpenStackError> {
     let user = os.user_id().await?;
     let found = existing(os, cluster).await?;
-    for (_, id) in &found {
-        os.identity().delete_app_credential(&user, id).await?;
-    }
-    if !found.is_empty() {
-        delete_unused_rules(os, &user).await?;
-    }
+    retire(os, &user, &found).await?;
     Ok(found.len())
 }
 
-/// Access rules outlive the credential that made them. Those of ours (compute rules on
-/// `/servers/{id}`) that no credential of the user still uses are deleted; Keystone itself
-/// refuses to delete one in use, and that refusal is not an error here.
-async fn delete_unused_rules(os: &OpenStack, user: &str) -> Result<(), OpenStackError> {
+/// Deletes these credentials, then the access rules they used that no credential of the user
+/// still uses (Keystone keeps a credential's rules after it is gone). Rules the user made for
+/// anything else are left alone; Keystone refuses to delete one in use, and that refusal is
+/// not an error here.
+async fn retire(
+    os: &OpenStack,
+    user: &str,
+    credentials: &[(u32, AppCredential)],
+) -> Result<(), OpenStackError> {
+    if credentials.is_empty() {
+        return Ok(());
+    }
+    for (_, c) in credentials {
+        os.identity().delete_app_credential(user, &c.id).await?;
+    }
+    let theirs: Vec<&CredentialRule> = credentials
+        .iter()
+        .flat_map(|(_, c)| c.access_rules.iter().flatten())
+        .collect();
     let in_use: Vec<CredentialRule> = os
         .identity()
         .app_credentials(user, None)
@@ -230,12 +240,13 @@ async fn delete_unused_rules(os: &OpenStack, user: &str) -> Result<(), OpenStack
         .into_iter()
         .flat_map(|c| c.access_rules.unwrap_or_default())
         .collect();
+    let same = |r: &CredentialRule, s: &StoredRule| {
+        r.service == s.service && r.method == s.method && r.path == s.path
+    };
     for rule in os.identity().access_rules(user).await? {
-        let ours = rule.service == "compute" && rule.path.contains("/servers/");
-        let used = in_use
-            .iter()
-            .any(|r| r.method == rule.method && r.path == rule.path && r.service == rule.service);
-        if ours && !used {
+        let left_by_them = theirs.iter().any(|r| same(r, &rule));
+        let used = in_use.iter().any(|r| same(r, &rule));
+        if left_by_them && !used {
             match os.identity().delete_access_rule(user, &rule.id).await {
                 Ok(()) => {}
                 Err(e) if e.status() == Some(403) => {}
