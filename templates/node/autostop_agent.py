@@ -7,6 +7,9 @@
 # (jobs started by `hvd-cluster run`, `bench`, `check` or a Jupyter terminal all go through
 # one), no Jupyter kernel busy and no Jupyter activity (its /api/status `last_activity`), and
 # no GPU of the master above the utilisation threshold (nvidia-smi, where there is one).
+# The first minutes after the master boots count as busy too (`boot_grace_seconds`, 600 by
+# default): after `hvd-cluster start` unshelves the cluster, the agent comes back with the
+# master and must not stop it again while start's bootstrap and check are still running.
 # Every decision is logged with its reason.
 #
 # Its config (root-only, written by `hvd-cluster up`) holds the application credential that
@@ -26,6 +29,16 @@ import urllib.error
 import urllib.request
 
 JOB_PROGRAMS = {"horovodrun", "mpirun", "orterun", "prterun"}
+BOOT_GRACE_SECONDS = 600
+
+
+def booted_at():
+    """When this host booted (epoch seconds), from /proc/uptime; None when unreadable."""
+    try:
+        with open("/proc/uptime", encoding="ascii") as f:
+            return now() - float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def now():
@@ -112,6 +125,13 @@ class Agent:
     def look(self):
         """(reasons it is busy, idle seconds so far)."""
         reasons = []
+        booted = booted_at()
+        grace = self.c.get("boot_grace_seconds", BOOT_GRACE_SECONDS)
+        if booted is not None and now() < booted + grace:
+            # stable wording (no counter): a change of mind is logged and published once
+            until = datetime.datetime.fromtimestamp(booted + grace, datetime.timezone.utc)
+            reasons.append("just booted: holds until %s (a start's bootstrap and check run first)"
+                           % until.strftime("%Y-%m-%dT%H:%M:%SZ"))
         jobs = self.jobs()
         if jobs:
             reasons.append("job running: " + ", ".join(jobs[:3]))
