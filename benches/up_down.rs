@@ -6,6 +6,8 @@
 //!   tests/cloud/start && cargo bench --bench up_down
 //!   HVD_BENCH_WORKERS=1,4 cargo bench --bench up_down     # a subset
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -45,24 +47,13 @@ fn hvd(state: &Path, parallel: usize, args: &[&str]) -> Run {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let clouds = std::env::var("OS_CLIENT_CONFIG_FILE").unwrap_or_else(|_| {
-        root.join("tests/cloud/state/clouds.yaml")
-            .display()
-            .to_string()
-    });
-    assert!(
-        Path::new(&clouds).exists(),
-        "start the local cloud first: tests/cloud/start"
-    );
+    let clouds = common::local_clouds_yaml();
     std::env::set_var("OS_CLIENT_CONFIG_FILE", &clouds);
     let workers: Vec<u32> = std::env::var("HVD_BENCH_WORKERS")
         .unwrap_or_else(|_| "1,4,16".into())
         .split(',')
         .filter_map(|w| w.trim().parse().ok())
         .collect();
-    let base = std::fs::read_to_string(root.join("profiles/local-cloud.toml"))
-        .expect("profiles/local-cloud.toml");
     let dir = tempfile::tempdir().expect("temp dir");
 
     println!(
@@ -73,10 +64,7 @@ fn main() {
         let mut results = Vec::new();
         for parallel in [1usize, 8] {
             let name = format!("bench-{n}-p{parallel}");
-            let text = base
-                .replace("name = \"hvd-local\"", &format!("name = \"{name}\""))
-                .replace("count = 3", &format!("count = {n}"))
-                .replace("flavor = \"g1.a100\"", "flavor = \"m1.small\"");
+            let text = common::fake_servers_profile(&name, n);
             let profile = dir.path().join(format!("{name}.toml"));
             std::fs::write(&profile, text).expect("write profile");
             let p = profile.to_str().expect("utf-8 path");

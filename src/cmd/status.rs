@@ -19,8 +19,16 @@ use crate::state::{self, ClusterDir};
 
 pub async fn status(ctx: &Context, target: Target, json: bool, live: bool) -> Result<u8, Error> {
     let (name, dir, provider) = cluster::target(ctx, target).await?;
-    let observed = provider.observe(&name).await.map_err(ApplyError::Observe)?;
-    let mut nodes = provider.nodes(&name).await?;
+    // Three independent looks at the cloud, at once: the answer takes the slowest of them,
+    // not their sum (a plain status of a large cluster stays under a second).
+    let (observed, nodes, autostop) = tokio::join!(
+        provider.observe(&name),
+        provider.nodes(&name),
+        provider.autostop_state(&name)
+    );
+    let observed = observed.map_err(ApplyError::Observe)?;
+    let mut nodes = nodes?;
+    let autostop = autostop?;
     let listed = if live {
         read_discovery(&dir, &nodes).await
     } else {
@@ -32,7 +40,6 @@ pub async fn status(ctx: &Context, target: Target, json: bool, live: bool) -> Re
         }
     }
     let healthy = !observed.is_empty() && observed.iter().all(|o| o.health == Health::Ready);
-    let autostop = provider.autostop_state(&name).await?;
     let report = StatusReport {
         cluster: &name,
         state: crate::plan::servers_state(&observed),
