@@ -30,6 +30,7 @@ import urllib.request
 
 JOB_PROGRAMS = {"horovodrun", "mpirun", "orterun", "prterun"}
 BOOT_GRACE_SECONDS = 600
+SHELVE_TRIES = 3
 
 
 def booted_at():
@@ -180,14 +181,23 @@ class Agent:
         return s.get("status"), s.get("OS-EXT-STS:task_state")
 
     def shelve(self, token, servers):
-        """Shelves these servers (name, id) and waits until each is shelved."""
+        """Shelves these servers (name, id) and waits until each is shelved. A shelve Nova took
+        back (the server ACTIVE or SHUTOFF again with no task: its snapshot upload failed) is
+        sent again, SHELVE_TRIES times in all; then this stop gives up until the next look."""
+        tries = {}
+
+        def send(name, sid):
+            tries[sid] = tries.get(sid, 0) + 1
+            self.nova(token, "POST", "/servers/%s/action" % sid, {"shelve": None})
+            again = "" if tries[sid] == 1 else " again (try %d of %d)" % (tries[sid], SHELVE_TRIES)
+            self.log("%s: shelve sent%s" % (name, again))
+
         for name, sid in servers:
             status, task = self.server(token, sid)
             if status in ("SHELVED", "SHELVED_OFFLOADED") or task:
                 self.log("%s: %s%s, not shelved again" % (name, status, "/" + task if task else ""))
                 continue
-            self.nova(token, "POST", "/servers/%s/action" % sid, {"shelve": None})
-            self.log("%s: shelve sent" % name)
+            send(name, sid)
         deadline = now() + self.c.get("stop_timeout", 1800)
         waiting = list(servers)
         while waiting and now() < deadline:
@@ -197,8 +207,15 @@ class Agent:
                 status, task = self.server(token, sid)
                 if status in ("SHELVED", "SHELVED_OFFLOADED") and not task:
                     self.log("%s: %s" % (name, status))
-                else:
-                    left.append((name, sid))
+                    continue
+                if status in ("ACTIVE", "SHUTOFF") and not task and sid in tries:
+                    if tries[sid] >= SHELVE_TRIES:
+                        self.log("%s: Nova took the shelve back %d times (now %s)" % (
+                            name, tries[sid], status))
+                        return False
+                    self.log("%s: Nova took the shelve back (now %s)" % (name, status))
+                    send(name, sid)
+                left.append((name, sid))
             waiting = left
         return not waiting
 
@@ -207,7 +224,7 @@ class Agent:
         workers = [(s["name"], s["id"]) for s in self.c["servers"] if s["role"] != "master"]
         master = [(s["name"], s["id"]) for s in self.c["servers"] if s["role"] == "master"]
         if workers and not self.shelve(token, workers):
-            self.log("workers not all shelved in time; the master stays up, trying again")
+            self.log("workers not all shelved; the master stays up, trying again")
             return False
         self.log("shelving the master; this agent stops with it")
         for name, sid in master:
