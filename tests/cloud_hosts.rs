@@ -21,7 +21,9 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::cloud::{client, leftovers, require_cloud, runtime};
+use common::cloud::{
+    client, leftovers, lifecycle, require_cloud, runtime, server_states, with_autostop, MasterFiles,
+};
 use common::{http_get, ElasticJob, TestCluster};
 
 /// Both tests run several node containers with their own Docker engines: one at a time.
@@ -216,23 +218,6 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run() {
     down_leaves_nothing(&c, &before, result);
 }
 
-/// A `[lifecycle]` section with `autostop` (the master reaches Keystone and Nova through
-/// tests/cloud's forwarder on 203.0.113.1: the APIs listen on 127.0.0.1 only).
-fn lifecycle(autostop: &str) -> String {
-    format!(
-        "\n[lifecycle]\nautostop = \"{autostop}\"\n\
-         identity_url = \"http://203.0.113.1:5000/v3\"\n\
-         compute_url = \"http://203.0.113.1:8774/v2.1\"\n"
-    )
-}
-
-/// The profile with its `[lifecycle]` section set to `autostop`.
-fn with_autostop(c: &TestCluster, autostop: &str) {
-    let text = std::fs::read_to_string(&c.profile).unwrap();
-    let text = text.split("\n[lifecycle]").next().unwrap().to_string();
-    std::fs::write(&c.profile, text + &lifecycle(autostop)).unwrap();
-}
-
 /// The cluster came up with `autostop = "10m"`: the agent is there with a credential limited
 /// to the cluster's servers. `up` with `"off"` changes no resource and removes agent and
 /// credential; `"60s"` puts them back. A job longer than the idle time keeps the cluster up
@@ -286,34 +271,9 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first
     assert!(on.status.success());
     installed(&String::from_utf8_lossy(&on.stderr), "60s");
 
-    // The agent's log, over plain ssh with the cluster's own config (the tool's `ssh`
-    // refuses a cluster that is stopping).
-    let config = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(config.path(), c.hvd(&["ssh-config", &c.profile]).stdout).unwrap();
-    let master = format!("{}-master", c.name);
-    let agent_log = || -> Option<String> {
-        let out = Command::new("ssh")
-            .arg("-F")
-            .arg(config.path())
-            .args(["-o", "ConnectTimeout=5", &master, "sudo", "cat"])
-            .arg(hvd_cluster::autostop::AGENT_LOG)
-            .output()
-            .ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-    };
-    let states = || -> Vec<String> {
-        let filter = hvd_cluster::openstack::ServerFilter {
-            tags: vec![hvd_cluster::provider::openstack::tag(&c.name)],
-            name: None,
-        };
-        rt.block_on(os.compute().list_servers(&filter))
-            .unwrap()
-            .into_iter()
-            .map(|s| format!("{:?}/{:?}", s.status, s.task_state))
-            .collect()
-    };
+    let master = MasterFiles::new(c);
+    let agent_log = || master.read(hvd_cluster::autostop::AGENT_LOG);
+    let states = || server_states(&os, &rt, &c.name);
 
     // A job that outlasts the idle time keeps the cluster up.
     let mut job = c

@@ -191,3 +191,67 @@ pub async fn allocations(admin: &OpenStack, server_id: &str) -> serde_json::Valu
     let body: serde_json::Value = resp.json().expect("Placement answers JSON");
     body["allocations"].clone()
 }
+
+/// A `[lifecycle]` section with `autostop` (the master reaches Keystone and Nova through
+/// tests/cloud's forwarder on 203.0.113.1: the APIs listen on 127.0.0.1 only).
+pub fn lifecycle(autostop: &str) -> String {
+    format!(
+        "\n[lifecycle]\nautostop = \"{autostop}\"\n\
+         identity_url = \"http://203.0.113.1:5000/v3\"\n\
+         compute_url = \"http://203.0.113.1:8774/v2.1\"\n"
+    )
+}
+
+/// The cluster's profile with its `[lifecycle]` section set to `autostop`.
+pub fn with_autostop(c: &super::TestCluster, autostop: &str) {
+    let text = std::fs::read_to_string(&c.profile).unwrap();
+    let text = text.split("\n[lifecycle]").next().unwrap().to_string();
+    std::fs::write(&c.profile, text + &lifecycle(autostop)).unwrap();
+}
+
+/// The cluster's servers as `Status/TaskState`, listed by its tag as the user sees them.
+pub fn server_states(os: &OpenStack, rt: &tokio::runtime::Runtime, cluster: &str) -> Vec<String> {
+    let filter = ServerFilter {
+        tags: vec![tag(cluster)],
+        name: None,
+    };
+    rt.block_on(os.compute().list_servers(&filter))
+        .expect("list the cluster's servers")
+        .into_iter()
+        .map(|s| format!("{:?}/{:?}", s.status, s.task_state))
+        .collect()
+}
+
+/// Reads root-only files on the cluster's master (e.g. the autostop agent's log) over plain
+/// ssh with the cluster's own ssh config, written while the cluster runs: once it is stopping,
+/// the tool refuses `ssh` and `ssh-config`, and the master still answers for a while.
+pub struct MasterFiles {
+    config: tempfile::NamedTempFile,
+    master: String,
+}
+
+impl MasterFiles {
+    pub fn new(c: &super::TestCluster) -> MasterFiles {
+        let config = tempfile::NamedTempFile::new().unwrap();
+        let written = c.hvd(&["ssh-config", &c.profile]);
+        assert!(written.status.success(), "ssh-config: {written:?}");
+        std::fs::write(config.path(), written.stdout).unwrap();
+        MasterFiles {
+            config,
+            master: format!("{}-master", c.name),
+        }
+    }
+
+    /// The file's text; None when the master does not answer.
+    pub fn read(&self, path: &str) -> Option<String> {
+        let out = std::process::Command::new("ssh")
+            .arg("-F")
+            .arg(self.config.path())
+            .args(["-o", "ConnectTimeout=5", &self.master, "sudo", "cat", path])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
