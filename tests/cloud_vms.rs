@@ -9,7 +9,9 @@
 //! Jupyter URL answering through `hvd-cluster jupyter`'s tunnel; the security groups proven
 //! from outside (the master's SSH answers from 203.0.113.5, inside `allowed_cidrs`, and not
 //! from 203.0.113.6; the worker's SSH and Horovod port unreachable from outside the group;
-//! Jupyter's port closed on the master's floating IP). Then `down` leaves no server, port,
+//! Jupyter's port closed on the master's floating IP); autostop (the agent on the master stops
+//! the idle cluster by itself: both guests shelved and offloaded) and `start` (the same guests
+//! back from their snapshots with their disks and /shared). Then `down` leaves no server, port,
 //! floating IP, security group, network, share, qemu process, bridge, tap or nftables rule.
 //!
 //! Needs the cloud with its VM host (`tests/cloud/install && tests/cloud/start`, libvirt
@@ -27,7 +29,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::cloud::{clouds_yaml, leftovers, require_cloud, runtime};
+use common::cloud::{
+    clouds_yaml, leftovers, require_cloud, runtime, server_states, with_autostop, MasterFiles,
+};
 use common::{http_get, TestCluster};
 use hvd_cluster::openstack::Query;
 
@@ -205,6 +209,181 @@ impl DataPlane {
     }
 }
 
+/// Autostop on the VMs, then `start`, then `stop`. `up` with `autostop = "60s"` leaves the
+/// agent on the master (a systemd service of the stock image, calling Keystone and Nova at
+/// 203.0.113.1 through the router's SNAT with the credential limited to the cluster's
+/// servers). A job longer than the idle time keeps the cluster up. Idle, it stops the
+/// cluster by itself: both guests shelved and offloaded (the worker first), their
+/// qemu processes gone, Placement holding nothing for them, `status` saying why. `start`
+/// (autostop now off) unshelves them from their snapshots: the check passes across both
+/// again, a file written to /shared before the stop is there, the floating IP is the same,
+/// no image is sent again (the disks kept it), and the agent is gone. `stop` by hand shelves
+/// both again; the caller's `down` then deletes the stopped cluster, shelve snapshots
+/// included (`leftovers`). A benchmark line compares `start` with the first `up` (not
+/// asserted).
+fn autostop_then_start(c: &TestCluster, dp: &DataPlane, fip: &str, up_took: Duration) {
+    let mark = format!("written before the stop by {}", c.name);
+    c.on_node(
+        "master",
+        &[&format!("echo '{mark}' | sudo tee /shared/before-stop.txt")],
+    );
+
+    with_autostop(c, "60s");
+    let on = c.hvd(&["up", &c.profile]);
+    let said = String::from_utf8_lossy(&on.stderr).into_owned();
+    assert!(on.status.success(), "up with autostop fails: {said}");
+    assert!(
+        said.contains("autostop: the master stops the cluster after 60s idle")
+            && said.contains("limited to this cluster's servers"),
+        "{said}"
+    );
+    let master = MasterFiles::new(c);
+    let agent_log = || master.read(hvd_cluster::autostop::AGENT_LOG);
+    let unit = c.on_node(
+        "master",
+        &["systemctl", "is-enabled", "hvd-cluster-autostop.service"],
+    );
+    assert_eq!(unit.trim(), "enabled", "the agent survives a reboot");
+
+    // A job that outlasts the idle time keeps the cluster up (started at once: the agent's
+    // idle time runs from the end of `up`).
+    let job_started = Instant::now();
+    let mut job = c
+        .command(&["run", &c.profile, "--", "sleep", "80"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start a job");
+    let rt = runtime();
+    let os = rt.block_on(common::cloud::client("local-user"));
+    // The agent's first look reaches Nova from the guest (its word on the master's server):
+    // fail here, not after the long deadline below, when the guests cannot reach the APIs.
+    let heard = Instant::now() + Duration::from_secs(300);
+    loop {
+        let word = c.status_json()["autostop"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if word.contains("stops after 60s idle") || word.starts_with("stopping") {
+            break;
+        }
+        assert!(
+            Instant::now() < heard,
+            "the agent's word never reached Nova (status says {word:?}); its log:\n{}",
+            agent_log().unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    std::thread::sleep(Duration::from_secs(70).saturating_sub(job_started.elapsed()));
+    let log = agent_log().unwrap_or_default();
+    assert!(log.contains("busy: job running: horovodrun"), "{log}");
+    assert!(!log.contains("stopping the cluster"), "{log}");
+    let states = server_states(&os, &rt, &c.name);
+    assert!(states.iter().all(|s| s == "Active/None"), "{states:?}");
+    assert!(job.wait().unwrap().success(), "the job finishes");
+
+    // Idle: the agent stops the cluster by itself.
+    let stopping = Instant::now();
+    let deadline = stopping + Duration::from_secs(1500);
+    let mut last_log = log;
+    loop {
+        if let Some(log) = agent_log() {
+            last_log = log;
+        }
+        let states = server_states(&os, &rt, &c.name);
+        if states.len() == 2 && states.iter().all(|s| s == "ShelvedOffloaded/None") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the agent did not stop the cluster: {states:?}\n{last_log}"
+        );
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    let stop_took = stopping.elapsed();
+    eprintln!("the agent's last log seen:\n{last_log}");
+    assert!(
+        last_log.contains("started: stops the cluster after 60s idle"),
+        "{last_log}"
+    );
+    assert!(last_log.contains("stopping the cluster"), "{last_log}");
+    let status = c.status_json();
+    assert_eq!(status["state"], "stopped", "{status:#}");
+    assert!(
+        status["autostop"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("stopping: idle for")),
+        "status shows the agent's reason: {status:#}"
+    );
+    let admin = rt.block_on(common::cloud::client("local-admin"));
+    for id in &dp.server_ids {
+        assert_eq!(
+            rt.block_on(common::cloud::allocations(&admin, id)),
+            serde_json::json!({}),
+            "Placement holds nothing for stopped server {id}"
+        );
+        assert!(
+            !qemu_processes().iter().any(|p| p.contains(id.as_str())),
+            "no qemu process runs stopped server {id}"
+        );
+    }
+
+    // The agent comes back with the master; its grace after a boot lets `start` finish, and
+    // `start` with autostop off removes it.
+    with_autostop(c, "off");
+    let started = Instant::now();
+    let start = c.hvd(&["start", &c.profile]);
+    let start_took = started.elapsed();
+    let out = String::from_utf8_lossy(&start.stdout);
+    let err = String::from_utf8_lossy(&start.stderr);
+    assert!(start.status.success(), "start fails: {err}");
+    assert!(out.contains("2 rank(s) joined"), "{out}");
+    assert!(
+        !err.contains("image to the master"),
+        "the guests' disks kept the image: {err}"
+    );
+    assert_eq!(
+        c.on_node("worker-1", &["cat", "/shared/before-stop.txt"])
+            .trim(),
+        mark
+    );
+    let config = c.hvd(&["ssh-config", &c.profile]);
+    assert!(
+        String::from_utf8_lossy(&config.stdout).contains(&format!("HostName {fip}")),
+        "the floating IP is kept"
+    );
+    let status = c.status_json();
+    assert_eq!(status["state"], "running", "{status:#}");
+    assert_eq!(status["autostop"], "off", "{status:#}");
+
+    // `stop` by hand: both guests shelved and offloaded again; the caller's `down` then
+    // deletes a stopped cluster (shelve snapshots included).
+    let started = Instant::now();
+    let stop = c.hvd(&["stop", &c.profile, "--json"]);
+    let by_hand = started.elapsed();
+    assert!(
+        stop.status.success(),
+        "stop fails: {}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&stop.stdout).expect("stop --json");
+    assert_eq!(report["freed"]["servers"], 2, "{report}");
+    let states = server_states(&os, &rt, &c.name);
+    assert!(
+        states.len() == 2 && states.iter().all(|s| s == "ShelvedOffloaded/None"),
+        "{states:?}"
+    );
+    assert_eq!(c.status_json()["state"], "stopped");
+    eprintln!(
+        "bench: the agent stopped the cluster in {:.0}s once idle; `stop` {:.0}s; start to a passing check {:.0}s vs the first up {:.0}s ({:.2}x)",
+        stop_took.as_secs_f64(),
+        by_hand.as_secs_f64(),
+        start_took.as_secs_f64(),
+        up_took.as_secs_f64(),
+        start_took.as_secs_f64() / up_took.as_secs_f64().max(1.0)
+    );
+}
+
 #[test]
 fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_groups_and_down_leaves_nothing(
 ) {
@@ -219,7 +398,8 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let started = Instant::now();
         let up = c.hvd(&["up", &c.profile]);
-        eprintln!("up took {:.0}s", started.elapsed().as_secs_f64());
+        let up_took = started.elapsed();
+        eprintln!("up took {:.0}s", up_took.as_secs_f64());
         data_plane = Some(DataPlane::of(&c));
         assert!(up.status.success(), "up fails");
         let out = String::from_utf8_lossy(&up.stdout).into_owned();
@@ -368,6 +548,8 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
             !tcp_opens(None, &fip, 8888),
             "jupyter = \"tunnel\": port 8888 must be closed on {fip}"
         );
+
+        autostop_then_start(&c, dp, &fip, up_took);
     }));
 
     // down, also after a failure, then nothing of the cluster anywhere.
