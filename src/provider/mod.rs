@@ -16,6 +16,15 @@ mod screen;
 
 pub use screen::Screen;
 
+/// What `status` shows of a cluster, from one look at the provider.
+#[derive(Debug)]
+pub struct StatusView {
+    pub observed: Vec<Observed>,
+    pub nodes: Vec<Node>,
+    /// The autostop agent's last word (see [`Provider::autostop_state`]).
+    pub autostop: Option<String>,
+}
+
 use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
@@ -166,6 +175,27 @@ pub trait Provider: Send + Sync {
         _cluster: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
         Box::pin(async { Ok(None) })
+    }
+
+    /// What `status` shows: every resource, the nodes and the autostop word. By default the
+    /// three looks at once; a provider that can answer them from fewer calls does so
+    /// (OpenStack lists the servers once).
+    fn status_view<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<StatusView, ProviderError>> {
+        Box::pin(async move {
+            let (observed, nodes, autostop) = futures::try_join!(
+                self.observe(cluster),
+                self.nodes(cluster),
+                self.autostop_state(cluster)
+            )?;
+            Ok(StatusView {
+                observed,
+                nodes,
+                autostop,
+            })
+        })
     }
 
     /// Deletes the credentials the provider made for the cluster's autostop (OpenStack: the

@@ -232,6 +232,13 @@ impl Provider for OpenStackProvider {
         })
     }
 
+    fn status_view<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<crate::provider::StatusView, ProviderError>> {
+        Box::pin(OpenStackProvider::status_view(self, cluster))
+    }
+
     fn delete_credentials<'a>(
         &'a self,
         cluster: &'a str,

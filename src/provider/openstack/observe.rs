@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::{gpus_in_extra_specs, tag, OpenStackProvider, META_KEY};
-use crate::openstack::{OpenStackError, Query, Server, ServerFilter, ServerStatus};
+use crate::openstack::{FloatingIp, OpenStackError, Query, Server, ServerFilter, ServerStatus};
 use crate::plan::{Health, Kind, Names, Observed, Role};
-use crate::provider::ProviderError;
+use crate::provider::{ProviderError, StatusView};
 use crate::state::Node;
 
 impl OpenStackProvider {
@@ -29,12 +29,22 @@ impl OpenStackProvider {
 
     /// Every server of the cluster with its addresses, master first.
     pub async fn nodes(&self, cluster: &str) -> Result<Vec<Node>, ProviderError> {
-        let servers = self.servers(cluster).await?;
-        let fips = self
+        let (servers, fips) =
+            futures::try_join!(self.servers(cluster), self.floating_ips(cluster))?;
+        Ok(self.nodes_of(cluster, &servers, &fips))
+    }
+
+    async fn floating_ips(&self, cluster: &str) -> Result<Vec<FloatingIp>, ProviderError> {
+        Ok(self
             .os
             .network()
             .list_floating_ips(&Query::new().tags(&[tag(cluster)]))
-            .await?;
+            .await?)
+    }
+
+    /// The nodes these servers are, with their addresses (floating ones from `fips` where
+    /// the server's own list lacks them), screened. Pure.
+    fn nodes_of(&self, cluster: &str, servers: &[Server], fips: &[FloatingIp]) -> Vec<Node> {
         let nodes: Vec<Node> = servers
             .iter()
             .filter(|s| s.status != ServerStatus::Deleted)
@@ -67,7 +77,50 @@ impl OpenStackProvider {
                 }
             })
             .collect();
-        Ok(self.screen.nodes(cluster, nodes))
+        self.screen.nodes(cluster, nodes)
+    }
+
+    /// What `status` shows, with the cluster's servers listed once: every resource, the
+    /// nodes and the autostop agent's word (see [`crate::provider::Provider::status_view`]).
+    pub async fn status_view(&self, cluster: &str) -> Result<StatusView, ProviderError> {
+        let others = futures::future::try_join_all(
+            crate::plan::Kind::ALL
+                .iter()
+                .filter(|k| **k != Kind::Server)
+                .map(|k| self.observe_kind(cluster, *k, false)),
+        );
+        let (servers, fips, others) =
+            futures::try_join!(self.servers(cluster), self.floating_ips(cluster), others)?;
+        let mut observed = self.observed_servers(cluster, &servers, false);
+        observed.extend(others.into_iter().flatten());
+        let master = format!("{cluster}-master");
+        let autostop = servers
+            .iter()
+            .find(|s| s.name.as_deref() == Some(master.as_str()))
+            .and_then(|s| s.metadata.get(super::credential::STATE_KEY).cloned());
+        Ok(StatusView {
+            observed,
+            nodes: self.nodes_of(cluster, &servers, &fips),
+            autostop,
+        })
+    }
+
+    /// The servers as observed resources (`deleting` keeps those Nova lists as DELETED),
+    /// screened. Pure.
+    fn observed_servers(&self, cluster: &str, servers: &[Server], deleting: bool) -> Vec<Observed> {
+        let servers = servers
+            .iter()
+            .filter(|s| {
+                deleting || !matches!(s.status, ServerStatus::Deleted | ServerStatus::SoftDeleted)
+            })
+            .map(|s| Observed {
+                kind: Kind::Server,
+                name: s.name.clone().unwrap_or_default(),
+                health: server_health(s),
+                id: s.id.clone(),
+            })
+            .collect();
+        self.screen.observed(cluster, servers)
     }
 
     pub(super) async fn servers(&self, cluster: &str) -> Result<Vec<Server>, ProviderError> {
@@ -181,25 +234,8 @@ impl OpenStackProvider {
             | Kind::SecurityGroup
             | Kind::FloatingIp => self.neutron_kind(cluster, kind).await,
             Kind::Server => {
-                let servers = self
-                    .servers(cluster)
-                    .await?
-                    .into_iter()
-                    .filter(|s| {
-                        deleting
-                            || !matches!(
-                                s.status,
-                                ServerStatus::Deleted | ServerStatus::SoftDeleted
-                            )
-                    })
-                    .map(|s| Observed {
-                        kind,
-                        name: s.name.clone().unwrap_or_default(),
-                        health: server_health(&s),
-                        id: s.id,
-                    })
-                    .collect();
-                Ok(self.screen.observed(cluster, servers))
+                let servers = self.servers(cluster).await?;
+                Ok(self.observed_servers(cluster, &servers, deleting))
             }
             Kind::Share => {
                 let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);
