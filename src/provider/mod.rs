@@ -16,6 +16,14 @@ mod screen;
 
 pub use screen::Screen;
 
+use std::collections::BTreeMap;
+
+use futures::future::BoxFuture;
+
+use crate::plan::{Blueprint, Desired, Kind, Observed, Plan, Shortfall};
+use crate::profile::{ImageSource, Profile, ProviderKind};
+use crate::state::{ClusterState, Node};
+
 /// What `status` shows of a cluster, from one look at the provider.
 #[derive(Debug)]
 pub struct StatusView {
@@ -24,14 +32,6 @@ pub struct StatusView {
     /// The autostop agent's last word (see [`Provider::autostop_state`]).
     pub autostop: Option<String>,
 }
-
-use std::collections::BTreeMap;
-
-use futures::future::BoxFuture;
-
-use crate::plan::{Blueprint, Desired, Kind, Observed, Plan, Shortfall};
-use crate::profile::{ImageSource, Profile, ProviderKind};
-use crate::state::{ClusterState, Node};
 
 /// A provider failure, already worded for the user.
 #[derive(Debug, thiserror::Error)]

@@ -222,13 +222,10 @@ impl Provider for OpenStackProvider {
         cluster: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
         Box::pin(async move {
-            let master = format!("{cluster}-master");
-            Ok(self
-                .servers(cluster)
-                .await?
-                .into_iter()
-                .find(|s| s.name.as_deref() == Some(master.as_str()))
-                .and_then(|s| s.metadata.get(credential::STATE_KEY).cloned()))
+            Ok(observe::autostop_word(
+                cluster,
+                &self.servers(cluster).await?,
+            ))
         })
     }
 

@@ -84,7 +84,7 @@ impl OpenStackProvider {
     /// nodes and the autostop agent's word (see [`crate::provider::Provider::status_view`]).
     pub async fn status_view(&self, cluster: &str) -> Result<StatusView, ProviderError> {
         let others = futures::future::try_join_all(
-            crate::plan::Kind::ALL
+            Kind::ALL
                 .iter()
                 .filter(|k| **k != Kind::Server)
                 .map(|k| self.observe_kind(cluster, *k, false)),
@@ -93,15 +93,10 @@ impl OpenStackProvider {
             futures::try_join!(self.servers(cluster), self.floating_ips(cluster), others)?;
         let mut observed = self.observed_servers(cluster, &servers, false);
         observed.extend(others.into_iter().flatten());
-        let master = format!("{cluster}-master");
-        let autostop = servers
-            .iter()
-            .find(|s| s.name.as_deref() == Some(master.as_str()))
-            .and_then(|s| s.metadata.get(super::credential::STATE_KEY).cloned());
         Ok(StatusView {
             observed,
             nodes: self.nodes_of(cluster, &servers, &fips),
-            autostop,
+            autostop: autostop_word(cluster, &servers),
         })
     }
 
@@ -331,6 +326,16 @@ impl OpenStackProvider {
     }
 }
 
+/// What the master's autostop agent last published on its server (the one metadata key its
+/// credential may set); `None` where it never did. Pure.
+pub(super) fn autostop_word(cluster: &str, servers: &[Server]) -> Option<String> {
+    let master = format!("{cluster}-master");
+    servers
+        .iter()
+        .find(|s| s.name.as_deref() == Some(master.as_str()))
+        .and_then(|s| s.metadata.get(super::credential::STATE_KEY).cloned())
+}
+
 /// Ready only once tagged (the tag comes last); otherwise an interrupted create to redo.
 pub(super) fn completeness(tagged: bool) -> Health {
     if tagged {
@@ -389,6 +394,27 @@ pub fn pick_export(locations: &[crate::openstack::share::ExportLocation]) -> Opt
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_autostop_word_is_the_masters_only() {
+        let mut master = server("ACTIVE", None);
+        master.name = Some("c-master".into());
+        master
+            .metadata
+            .insert(super::super::credential::STATE_KEY.into(), "idle".into());
+        let mut worker = server("ACTIVE", None);
+        worker
+            .metadata
+            .insert(super::super::credential::STATE_KEY.into(), "busy".into());
+        assert_eq!(
+            super::autostop_word("c", &[worker.clone(), master]),
+            Some("idle".into())
+        );
+        assert_eq!(super::autostop_word("c", &[worker]), None);
+        // another cluster's master is not ours
+        assert_eq!(super::autostop_word("cc", &[]), None);
+    }
+
     use super::*;
 
     use crate::provider::openstack::server_in as server;
