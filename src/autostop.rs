@@ -48,8 +48,9 @@ pub enum Outcome {
         credential: String,
         restricted: bool,
     },
-    /// Autostop was turned off: the agent and its credentials are gone.
-    Removed,
+    /// Autostop was turned off: the agent and its credentials are gone. `said_off` is false
+    /// where the master could not publish "off" (`status` then shows its last word).
+    Removed { said_off: bool },
 }
 
 /// How often the agent looks: a sixth of the idle time, from 5 to 30 seconds.
@@ -133,11 +134,12 @@ fi
 
 fn remove_script() -> String {
     format!(
-        r#"# `status` reads the master's last word: say "off" while the credential still works
-python3 {AGENT_DIR}/agent.py {AGENT_DIR}/config.json --publish off 2>/dev/null || true
-unit=/etc/systemd/system/hvd-cluster-autostop.service
+        r#"unit=/etc/systemd/system/hvd-cluster-autostop.service
 if [ -f "$unit" ]; then systemctl disable -q --now hvd-cluster-autostop || true; rm -f "$unit"; systemctl daemon-reload || true; fi
 pkill -f "{AGENT_DIR}/agent.py" || true
+# `status` reads the master's last word: say "off" while the credential still works, and only
+# once the agent is gone, or its next word (e.g. "just booted" after a start) would win
+if ! python3 {AGENT_DIR}/agent.py {AGENT_DIR}/config.json --publish off 2>/dev/null; then echo not-said-off; fi
 rm -rf {AGENT_DIR}
 "#
     )
@@ -178,9 +180,11 @@ pub async fn converge(
         if fp.is_empty() && !running {
             return Ok(Outcome::Off);
         }
-        master.sudo(&remove_script()).await?;
+        let out = master.sudo(&remove_script()).await?;
         provider.delete_credentials(p.name.as_str()).await?;
-        return Ok(Outcome::Removed);
+        return Ok(Outcome::Removed {
+            said_off: !out.lines().any(|l| l == "not-said-off"),
+        });
     };
     if !python {
         return Err(AutostopError::NoPython);

@@ -250,8 +250,11 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
                 "NOT limited to this cluster's servers: this cloud does not enforce access rules; you consented in the profile"
             }
         )),
-        autostop::Outcome::Removed => {
+        autostop::Outcome::Removed { said_off: true } => {
             Some("autostop: off; the agent and its credential are gone".into())
+        }
+        autostop::Outcome::Removed { said_off: false } => {
+            Some("autostop: off; the agent and its credential are gone (the master could not say so to the cloud, so `status` shows the agent's last word)".into())
         }
     };
     if let Some(line) = said {

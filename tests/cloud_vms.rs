@@ -352,9 +352,19 @@ fn autostop_then_start(c: &TestCluster, dp: &DataPlane, fip: &str, up_took: Dura
         String::from_utf8_lossy(&config.stdout).contains(&format!("HostName {fip}")),
         "the floating IP is kept"
     );
+    assert!(
+        err.contains("autostop: off; the agent and its credential are gone")
+            && !err.contains("could not say so"),
+        "start removes the agent, which says \"off\" last: {err}"
+    );
     let status = c.status_json();
     assert_eq!(status["state"], "running", "{status:#}");
-    assert_eq!(status["autostop"], "off", "{status:#}");
+    assert_eq!(
+        status["autostop"],
+        "off",
+        "{status:#}\nthe agent's log:\n{}",
+        agent_log().unwrap_or_default()
+    );
 
     // `stop` by hand: both guests shelved and offloaded again; the caller's `down` then
     // deletes a stopped cluster (shelve snapshots included).

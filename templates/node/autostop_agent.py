@@ -237,13 +237,15 @@ class Agent:
         metadata key, the only one its credential may set); best effort."""
         master = [s["id"] for s in self.c["servers"] if s["role"] == "master"]
         if not master:
-            return
+            return False
         key = self.c.get("state_key", "hvd-cluster-autostop")
         try:
             self.nova(self.token(), "PUT", "/servers/%s/metadata/%s" % (master[0], key),
                       {"meta": {key: state[:255]}})
+            return True
         except (OSError, ValueError, KeyError) as e:
             self.log("could not publish the state: %s" % describe(e))
+            return False
 
     def run(self):
         idle_limit = self.c["idle_seconds"]
@@ -301,8 +303,7 @@ def main(argv):
         config = json.load(f)
     agent = Agent(config)
     if argv[2:3] == ["--publish"] and len(argv) == 4:
-        agent.publish(argv[3])
-        return 0
+        return 0 if agent.publish(argv[3]) else 1
     if "--once" in argv[2:]:
         reasons, idle, _ = agent.look()
         print(json.dumps({"busy": reasons, "idle_seconds": int(idle)}))
