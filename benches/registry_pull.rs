@@ -63,7 +63,8 @@ fn image_secs(log: &str) -> f64 {
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let registry = Registry::start_pushing(&[IMAGE]);
-    let image = registry.image(&format!("hvd-test/{}", &IMAGE["hvd-cluster/".len()..]));
+    let pushed = format!("hvd-test/{}", &IMAGE["hvd-cluster/".len()..]);
+    let image = registry.image(&pushed);
     let docker_config = registry.state.join("docker");
     let nodes: Vec<usize> = std::env::var("HVD_BENCH_NODES")
         .unwrap_or_else(|_| "1,4".into())
@@ -91,9 +92,9 @@ fn main() {
             let profile = dir.path().join(format!("{name}.toml"));
             std::fs::write(&profile, text).expect("write profile");
             let p = profile.to_str().expect("utf-8 path");
-            let before = registry.blob_bytes_sent();
+            let before = registry.blob_bytes_sent(&pushed);
             let log = hvd(dir.path(), &docker_config, &["up", p]);
-            let bytes = registry.blob_bytes_sent() - before;
+            let bytes = registry.blob_bytes_sent(&pushed) - before;
             let secs = image_secs(&log);
             hvd(dir.path(), &docker_config, &["down", p]);
             println!(

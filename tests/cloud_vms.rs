@@ -3,8 +3,15 @@
 //! Debian 12 cloud image: nothing of ours inside) are libvirt guests under qemu TCG on Linux
 //! bridges, with routers, SNAT, floating IPs and security groups enforced in nftables.
 //!
+//! The containers run a user's own image, as most GPU users bring one (issue 25): the stand-in
+//! for the public horovod/horovod images (nothing of ours inside, no sshd running, no Jupyter),
+//! pulled by the master from a private registry over TLS with basic auth (tests/registry/start,
+//! Debian's docker-registry on this machine, which the guests reach through their router), its
+//! copy fanned out to the worker; the tool supplies the runtime from outside the image. Our own
+//! image is proven on the cloud's container hosts (tests/cloud_hosts.rs) and locally.
+//!
 //! One cluster (a master and a worker; VMs are expensive) carries every assertion: one qemu
-//! process per server; SSH to the master by its floating IP and to the worker through it;
+//! process per server; the image pulled once from the registry, no password in any output; SSH to the master by its floating IP and to the worker through it;
 //! /shared on the worker a kernel NFS mount of the master; the check across every host; the
 //! Jupyter URL answering through `hvd-cluster jupyter`'s tunnel; the security groups proven
 //! from outside (the master's SSH answers from 203.0.113.5, inside `allowed_cidrs`, and not
@@ -15,8 +22,8 @@
 //! floating IP, security group, network, share, qemu process, bridge, tap or nftables rule.
 //!
 //! Needs the cloud with its VM host (`tests/cloud/install && tests/cloud/start`, libvirt
-//! installed), the Horovod image built here (scripts/build-images), root (network
-//! namespaces for tests/cloud/public-source, virsh).
+//! installed), the stand-ins (tests/registry/standins/build; tests/registry/start builds them
+//! when missing), root (network namespaces for tests/cloud/public-source, virsh).
 //!
 //! The slowest test of the suite (~25 min here: boot ~2 min, Docker from Debian's packages ~5 min,
 //! the image ~15 min, most of it `docker load` inside the guests at ~4 MB/s, check ~2 min); it
@@ -32,6 +39,7 @@ use std::time::{Duration, Instant};
 use common::cloud::{
     clouds_yaml, leftovers, require_cloud, runtime, server_states, with_autostop, MasterFiles,
 };
+use common::registry::{Registry, OUR_IMAGE, STAND_IN};
 use common::{http_get, TestCluster};
 use hvd_cluster::openstack::Query;
 
@@ -66,15 +74,24 @@ fn require_vm_host() {
     );
 }
 
-fn require_horovod_image() {
-    let built = Command::new("docker")
-        .args(["image", "inspect", "hvd-cluster/horovod:tf2.12.1-hvd0.28.1"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        built,
-        "the Horovod image is not built here: run scripts/build-images"
-    );
+/// The image the guests run: the stand-in for the public horovod/horovod images
+/// (tests/registry/standins: Debian's PyTorch and Horovod from PyPI, openssh-server installed
+/// but not running, a shell as its command, nothing of ours inside), pushed to the private
+/// registry under a repository of its own, so that the registry's byte count for it is this
+/// test's alone while the other tests pull their stand-ins from the same registry.
+const GUEST_IMAGE: &str = "hvd-test/guests-like-horovod-horovod:1";
+
+/// The registry of tests/registry/start (TLS with a CA of its own, basic auth) with the
+/// guests' image pushed. The guests reach it at this machine's address on its Docker network
+/// (198.18.0.1), routed by their router like any address outside the cloud.
+fn registry_with_the_guests_image() -> Registry {
+    Registry::start();
+    let tagged = Command::new("docker")
+        .args(["tag", STAND_IN, GUEST_IMAGE])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(tagged, "docker tag {STAND_IN} {GUEST_IMAGE}");
+    Registry::start_pushing(&[GUEST_IMAGE])
 }
 
 /// True when a TCP connection to ADDR:PORT opens within 5 s, from this machine or, with
@@ -221,7 +238,13 @@ impl DataPlane {
 /// both again; the caller's `down` then deletes the stopped cluster, shelve snapshots
 /// included (`leftovers`). A benchmark line compares `start` with the first `up` (not
 /// asserted).
-fn autostop_then_start(c: &TestCluster, dp: &DataPlane, fip: &str, up_took: Duration) {
+fn autostop_then_start(
+    c: &TestCluster,
+    dp: &DataPlane,
+    fip: &str,
+    up_took: Duration,
+    registry: &Registry,
+) {
     let mark = format!("written before the stop by {}", c.name);
     c.on_node(
         "master",
@@ -229,6 +252,7 @@ fn autostop_then_start(c: &TestCluster, dp: &DataPlane, fip: &str, up_took: Dura
     );
 
     with_autostop(c, "60s");
+    let pulled_before_stop = registry.blob_bytes_sent(GUEST_IMAGE);
     let on = c.hvd(&["up", &c.profile]);
     let said = String::from_utf8_lossy(&on.stderr).into_owned();
     assert!(on.status.success(), "up with autostop fails: {said}");
@@ -339,8 +363,13 @@ fn autostop_then_start(c: &TestCluster, dp: &DataPlane, fip: &str, up_took: Dura
     assert!(start.status.success(), "start fails: {err}");
     assert!(out.contains("2 rank(s) joined"), "{out}");
     assert!(
-        !err.contains("image to the master"),
+        !err.contains("pulled"),
         "the guests' disks kept the image: {err}"
+    );
+    assert_eq!(
+        registry.blob_bytes_sent(GUEST_IMAGE),
+        pulled_before_stop,
+        "start takes nothing from the registry"
     );
     assert_eq!(
         c.on_node("worker-1", &["cat", "/shared/before-stop.txt"])
@@ -399,20 +428,70 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
 ) {
     require_cloud();
     require_vm_host();
-    require_horovod_image();
-    let c = TestCluster::new("local-cloud-vms.toml", "t-vms", |p| p);
+    let registry = registry_with_the_guests_image();
+    let image = registry.image(GUEST_IMAGE);
+    let ca = registry.state.join("ca.crt");
+    let c = TestCluster::new("local-cloud-vms.toml", "t-vms", |p| {
+        p.replace(
+            &format!("image = \"{OUR_IMAGE}\""),
+            &format!("image = \"{image}\"\nregistry_ca = \"{}\"", ca.display()),
+        )
+        .replace("source = \"build\"", "source = \"pull\"")
+    });
+    assert!(
+        std::fs::read_to_string(&c.profile).is_ok_and(|p| p.contains(&image)),
+        "the VM profile pulls {image}"
+    );
+    // The user's Docker config, as `docker login` leaves it, for every command of this test
+    // (its only test): the master pulls with it.
+    std::env::set_var("DOCKER_CONFIG", registry.state.join("docker"));
+    std::env::remove_var("HVD_CLUSTER_REGISTRY_USER");
+    std::env::remove_var("HVD_CLUSTER_REGISTRY_PASSWORD");
     let master = format!("{}-master", c.name);
     let worker = format!("{}-worker-1", c.name);
     let qemu_before = qemu_processes().len();
     let mut data_plane = None;
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let started = Instant::now();
+        let pulled_before = registry.blob_bytes_sent(GUEST_IMAGE);
         let up = c.hvd(&["up", &c.profile]);
         let up_took = started.elapsed();
         eprintln!("up took {:.0}s", up_took.as_secs_f64());
         data_plane = Some(DataPlane::of(&c));
         assert!(up.status.success(), "up fails");
         let out = String::from_utf8_lossy(&up.stdout).into_owned();
+        let said = String::from_utf8_lossy(&up.stderr).into_owned();
+
+        // The user's image: the master pulled it from the registry (over TLS, with the
+        // credentials of the Docker config), the worker got the master's copy over the
+        // private network; the registry sent about one copy; the password is in no output.
+        assert!(
+            said.contains(&format!("{master}: pulled {image} in")),
+            "{said}"
+        );
+        assert!(
+            said.contains(&format!("master -> {worker} over plain TCP")),
+            "{said}"
+        );
+        let sent = registry.blob_bytes_sent(GUEST_IMAGE) - pulled_before;
+        let copy = registry.one_copy_bytes(GUEST_IMAGE);
+        eprintln!("registry sent {sent} bytes for the 2 guests; one copy is {copy} bytes");
+        assert!(
+            sent > copy / 2 && sent < copy + copy / 2,
+            "one copy ({copy} bytes) from the registry, not {sent}"
+        );
+        assert!(
+            said.contains("the image has no Jupyter Lab: installed it from PyPI"),
+            "{said}"
+        );
+        let status = c.hvd(&["status", &c.profile, "--json"]);
+        for text in [
+            &out,
+            &said,
+            &String::from_utf8_lossy(&status.stdout).into_owned(),
+        ] {
+            assert!(!text.contains(&registry.password), "the password was shown");
+        }
 
         // Two libvirt guests: one qemu process per server, named by its instance name.
         let dp = data_plane.as_ref().unwrap();
@@ -559,7 +638,7 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
             "jupyter = \"tunnel\": port 8888 must be closed on {fip}"
         );
 
-        autostop_then_start(&c, dp, &fip, up_took);
+        autostop_then_start(&c, dp, &fip, up_took, &registry);
     }));
 
     // down, also after a failure, then nothing of the cluster anywhere.

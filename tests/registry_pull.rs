@@ -134,7 +134,7 @@ fn pull_from_a_private_registry_once_per_cluster() {
         std::fs::write(&profile, edited.replace(&missing, &image)).expect("write the profile");
 
         // The user's Docker config, as `docker login` leaves it: one pull, then the fan-out.
-        let before = registry.blob_bytes_sent();
+        let before = registry.blob_bytes_sent(STAND_IN);
         let docker_config = registry.state.join("docker");
         let mut cmd = c.command(&["up", &profile]);
         cmd.env("DOCKER_CONFIG", &docker_config)
@@ -162,7 +162,7 @@ fn pull_from_a_private_registry_once_per_cluster() {
             )),
             "{said}"
         );
-        let sent = registry.blob_bytes_sent() - before;
+        let sent = registry.blob_bytes_sent(STAND_IN) - before;
         let copy = registry.one_copy_bytes(STAND_IN);
         eprintln!("registry sent {sent} bytes for a cluster of 2; one copy is {copy} bytes");
         assert!(
@@ -199,14 +199,14 @@ fn pull_from_a_private_registry_once_per_cluster() {
         }
 
         // Again: nothing pulled, nothing sent.
-        let before = registry.blob_bytes_sent();
+        let before = registry.blob_bytes_sent(STAND_IN);
         let mut cmd = c.command(&["up", &profile]);
         cmd.env("DOCKER_CONFIG", &docker_config);
         let out = cmd.output().expect("run hvd-cluster up");
         assert!(out.status.success(), "{}", text(&out));
         assert!(!text(&out).contains("pulled"), "{}", text(&out));
         assert_eq!(
-            registry.blob_bytes_sent(),
+            registry.blob_bytes_sent(STAND_IN),
             before,
             "a second up pulls nothing"
         );

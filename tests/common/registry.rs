@@ -63,12 +63,16 @@ impl Registry {
         format!("{}/{name}", self.address)
     }
 
-    /// Bytes of image layers (blob GETs) the registry has sent so far.
-    pub fn blob_bytes_sent(&self) -> u64 {
+    /// Bytes of `name`'s image layers (blob GETs of its repository, e.g. `hvd-test/x` of
+    /// `hvd-test/x:1`) the registry has sent so far. Per repository: tests that share the
+    /// registry at the same time (the VM test pulls a repository of its own) count apart.
+    pub fn blob_bytes_sent(&self, name: &str) -> u64 {
+        let repo = name.rsplit_once(':').map_or(name, |(repo, _)| repo);
+        let blobs = format!("/v2/{repo}/blobs/sha256:");
         let log = std::fs::read_to_string(self.state.join("registry.log")).unwrap_or_default();
         log.lines()
             .filter(|l| l.contains("response completed"))
-            .filter(|l| l.contains("http.request.method=GET") && l.contains("/blobs/sha256:"))
+            .filter(|l| l.contains("http.request.method=GET") && l.contains(&blobs))
             .filter_map(|l| {
                 l.split_whitespace()
                     .find_map(|w| w.strip_prefix("http.response.written="))
