@@ -30,6 +30,7 @@ pub mod http;
 pub mod identity;
 pub mod image;
 pub mod network;
+pub mod server_create;
 pub mod service;
 pub mod share;
 pub mod shelve;
