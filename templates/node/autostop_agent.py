@@ -305,8 +305,8 @@ def main(argv):
     if argv[2:3] == ["--publish"] and len(argv) == 4:
         return 0 if agent.publish(argv[3]) else 1
     if "--once" in argv[2:]:
-        reasons, idle, _ = agent.look()
-        print(json.dumps({"busy": reasons, "idle_seconds": int(idle)}))
+        reasons, idle, jupyter_seen = agent.look()
+        print(json.dumps({"busy": reasons, "idle_seconds": int(idle), "jupyter": jupyter_seen}))
         return 0
     return agent.run()
 
