@@ -226,6 +226,162 @@ impl DataPlane {
     }
 }
 
+/// On the master guest, with the rendered GPU runtime script's functions: NVIDIA's repository
+/// set up from the stand-in (its key checked), the driver packages of the plan for the guest's
+/// release resolved by apt against Debian's archive with the components enabled (simulated:
+/// DKMS would build the module for minutes under emulation, and with no GPU it could not
+/// load), the stand-in toolkit installed from the repository apt verified with that keyring,
+/// and the line the step says when the module does not load. One `KEY=VALUE` line each; the
+/// guest is left as it was but for the enabled components.
+const GPU_STAGE: &str = r#"set -u
+HVD_GPU_FUNCTIONS_ONLY=1 . /tmp/hvd-gpu-apply.sh
+set +e
+say() { printf '%s=%s\n' "$1" "$2"; }
+hvd_gpu_plan; say plan $?
+hvd_gpu_repo 2> /tmp/hvd-gpu-repo.err; say repo "$? $(tr '\n' ' ' < /tmp/hvd-gpu-repo.err)"
+say list "$(cat "$HVD_GPU_LIST" 2>/dev/null)"
+say keyring "$(GNUPGHOME=$(mktemp -d) gpg --batch --with-colons --show-keys "$HVD_GPU_KEYRING" 2>/dev/null | awk -F: '$1 == "fpr" { printf "%s ", $10 }')"
+for f in "${HVD_GPU_SOURCES[@]}"; do hvd_gpu_components "$f" "${HVD_GPU_COMPONENTS[@]}" 2> /dev/null; done
+say components "$(cat /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list 2> /dev/null | grep -E '^(Components:|deb )' | tr '\n' ';')"
+packages=("${HVD_GPU_PACKAGES[@]}")
+[ "$HVD_GPU_KERNEL_HEADERS" != 1 ] || packages+=("linux-headers-$(uname -r)")
+say packages "${packages[*]}"
+apt-get update -q > /dev/null 2>&1; say update $?
+touch /run/hvd-cluster-apt-updated
+sim=$(apt-get install -s -q --no-install-recommends "${packages[@]}" 2>&1); rc=$?
+say simulate "$rc $( [ $rc = 0 ] || echo "$sim" | tail -n 5 | tr '\n' ' ')"
+say would_install "$(echo "$sim" | awk '$1 == "Inst" { printf "%s ", $2 }')"
+hvd_apt_install nvidia-container-toolkit > /dev/null 2>&1; say toolkit $?
+say toolkit_version "$(dpkg-query -W -f='${Version}' nvidia-container-toolkit 2>/dev/null)"
+loaded=$( (hvd_gpu_loaded) 2>&1 ); say loaded "$? $loaded"
+apt-get purge -y -q nvidia-container-toolkit > /dev/null 2>&1
+hvd_gpu_unconfigure
+"#;
+
+/// `python3 -m http.server` for a folder on one of this machine's addresses, stopped when
+/// dropped.
+struct Served(std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The GPU runtime step on a stock Debian VM without a GPU: everything short of the GPU
+/// itself (issue 25). The stand-in repository is served on this machine's address on the
+/// registry's Docker network, which the guests reach through their router.
+fn gpu_runtime_on_the_master(c: &TestCluster, registry: &Registry) {
+    use base64::Engine;
+    use hvd_cluster::bootstrap::steps::gpu::{self, ToolkitRepo, REBOOT_EXIT_CODE, REBOOT_MARKER};
+
+    let fixtures = common::gpu_repo::Fixtures::make();
+    let host = registry
+        .address
+        .rsplit_once(':')
+        .map_or(registry.address.as_str(), |(h, _)| h);
+    let port = std::net::TcpListener::bind((host, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let _served = Served(
+        Command::new("python3")
+            .args(["-m", "http.server", &port.to_string(), "--bind", host])
+            .current_dir(fixtures.served("good"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 -m http.server"),
+    );
+    let url = format!("http://{host}:{port}");
+    let repo = ToolkitRepo::new(&url, &fixtures.good).expect("the stand-in repository");
+    let script = hvd_cluster::render::Renderer::new()
+        .expect("renderer")
+        .script("gpu.apply.sh", &gpu::values(&repo).expect("values"))
+        .expect("the rendered gpu runtime script");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(script.as_bytes());
+    c.on_node(
+        "master",
+        &[&format!(
+            "echo {encoded} | base64 -d > /tmp/hvd-gpu-apply.sh"
+        )],
+    );
+    let said = c.on_node(
+        "master",
+        &[
+            "sudo",
+            "bash",
+            "-c",
+            &format!("'{}'", GPU_STAGE.replace('\'', "'\\''")),
+        ],
+    );
+    let value = |key: &str| -> String {
+        said.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}= in:\n{said}"))
+            .trim()
+            .to_string()
+    };
+    eprintln!("the GPU runtime on the master VM:\n{said}");
+    assert_eq!(value("plan"), "0", "{said}");
+    assert_eq!(
+        value("repo").split_whitespace().next(),
+        Some("0"),
+        "the key is checked and trusted: {said}"
+    );
+    assert_eq!(
+        value("list"),
+        format!(
+            "deb [signed-by={}] {url}/stable/deb/$(ARCH) /",
+            gpu::KEYRING
+        )
+    );
+    assert_eq!(
+        value("keyring"),
+        fixtures.good,
+        "the keyring holds the good key alone"
+    );
+    let components = value("components");
+    let entries: Vec<&str> = components
+        .split(';')
+        .filter(|e| e.contains(" main"))
+        .collect();
+    assert!(
+        !entries.is_empty()
+            && entries
+                .iter()
+                .all(|e| e.contains(" main contrib non-free non-free-firmware")),
+        "the driver's components enabled on every Debian source: {components}"
+    );
+    assert_eq!(value("update"), "0", "{said}");
+    assert_eq!(
+        value("simulate"),
+        "0",
+        "apt resolves the driver packages: {said}"
+    );
+    let would = value("would_install");
+    for package in [
+        "nvidia-driver",
+        "nvidia-kernel-dkms",
+        "firmware-misc-nonfree",
+    ] {
+        assert!(
+            would.split_whitespace().any(|p| p == package),
+            "{package} among what the driver step installs: {would}"
+        );
+    }
+    assert!(would.contains("linux-headers-"), "{would}");
+    assert_eq!(value("toolkit"), "0", "{said}");
+    assert_eq!(value("toolkit_version"), "1.0.0-hvdtest");
+    let loaded = value("loaded");
+    assert!(
+        loaded.starts_with(&format!("{REBOOT_EXIT_CODE} {REBOOT_MARKER}"))
+            && loaded.contains("does not load in the running kernel"),
+        "{loaded}"
+    );
+}
+
 /// Autostop on the VMs, then `start`, then `stop`. `up` with `autostop = "60s"` leaves the
 /// agent on the master (a systemd service of the stock image, calling Keystone and Nova at
 /// 203.0.113.1 through the router's SNAT with the credential limited to the cluster's
@@ -638,6 +794,7 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
             "jupyter = \"tunnel\": port 8888 must be closed on {fip}"
         );
 
+        gpu_runtime_on_the_master(&c, &registry);
         autostop_then_start(&c, dp, &fip, up_took, &registry);
     }));
 
