@@ -273,6 +273,41 @@ fn gpu_runtime_script_on_debian_12() {
     assert!(sb.contains("refused by Secure Boot"), "{sb}");
     assert!(!sb.contains(gpu::REBOOT_MARKER), "{sb}");
 
+    // An image older than its archive: the running kernel's headers are gone from it (apt-cache
+    // knows no such package), so the newest kernel of the running one's flavour and its
+    // headers are installed, and the node reboots into it.
+    let o = scenario(
+        w,
+        "stale-kernel",
+        "good",
+        "missing",
+        "printf '#!/bin/sh\\necho \"$*\" >> /var/log/apt-get.calls\\n' > /usr/local/bin/apt-get\n\
+         printf '#!/bin/sh\\nexit 100\\n' > /usr/local/bin/apt-cache\n\
+         printf '#!/bin/sh\\necho 6.1.0-9-cloud-amd64\\n' > /usr/local/bin/uname\n\
+         printf '#!/bin/sh\\necho \"$*\" >> /var/log/nvidia-ctk.calls\\n' > /usr/local/bin/nvidia-ctk\n\
+         printf '#!/bin/sh\\nexit 1\\n' > /usr/local/sbin/modprobe\n\
+         chmod 755 /usr/local/bin/apt-get /usr/local/bin/apt-cache /usr/local/bin/uname /usr/local/bin/nvidia-ctk /usr/local/sbin/modprobe\n\
+         bash /w/apply.sh > $out/stdout 2> $out/stderr; rc=$?",
+    );
+    let o = Path::new(&o);
+    let stderr = read(&o.join("stderr"));
+    assert_eq!(
+        read(&o.join("rc")).trim(),
+        gpu::REBOOT_EXIT_CODE.to_string(),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("the archive no longer has the running kernel's headers (linux-headers-6.1.0-9-cloud-amd64): installing the newest cloud-amd64 kernel and its headers"),
+        "{stderr}"
+    );
+    let apt = read(&o.join("apt-get"));
+    assert!(
+        apt.lines().any(|l| l.ends_with(
+            "install --no-install-recommends nvidia-driver firmware-misc-nonfree nvidia-smi libcuda1 nvidia-persistenced linux-image-cloud-amd64 linux-headers-cloud-amd64"
+        )),
+        "{apt}"
+    );
+
     functions(w);
     let secs = started.elapsed().as_secs();
     eprintln!("gpu_runtime: {secs} s");

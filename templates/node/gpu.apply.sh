@@ -106,15 +106,38 @@ hvd_gpu_components() {  # FILE COMPONENT...
   fi
 }
 
+# The driver packages to install (HVD_GPU_INSTALL): the plan's, and where DKMS builds the
+# module, the running kernel's headers. A stock image is often older than its archive, which
+# keeps only the newest kernel's headers: then the newest kernel of the running one's flavour
+# and its headers (6.1.0-9-cloud-amd64: linux-image-cloud-amd64 linux-headers-cloud-amd64),
+# and the node reboots into it (hvd_gpu_loaded).
+hvd_gpu_packages() {
+  HVD_GPU_INSTALL=("${HVD_GPU_PACKAGES[@]}")
+  [ "$HVD_GPU_KERNEL_HEADERS" = 1 ] || return 0
+  local running flavour
+  running=$(uname -r)
+  if hvd_apt_update && apt-cache show "linux-headers-$running" >/dev/null 2>&1; then
+    HVD_GPU_INSTALL+=("linux-headers-$running")
+    return 0
+  fi
+  # Debian's kernel releases: VERSION-ABI-FLAVOUR
+  flavour=$(printf '%s' "$running" | sed -n 's/^[0-9][0-9.]*-[0-9][0-9]*-\([a-z0-9][a-z0-9-]*\)$/\1/p')
+  if [ -z "$flavour" ]; then
+    HVD_GPU_INSTALL+=("linux-headers-$running")
+    return 0
+  fi
+  echo "the archive no longer has the running kernel's headers (linux-headers-$running): installing the newest $flavour kernel and its headers; the node reboots into it" >&2
+  HVD_GPU_INSTALL+=("linux-image-$flavour" "linux-headers-$flavour")
+}
+
 # The driver: the image's own when `nvidia-smi -L` works; else the plan's packages from the
 # distribution's archive, its components enabled first.
 hvd_gpu_driver() {
   if nvidia-smi -L >/dev/null 2>&1; then return 0; fi
   local f
   for f in "${HVD_GPU_SOURCES[@]}"; do hvd_gpu_components "$f" "${HVD_GPU_COMPONENTS[@]}"; done
-  local packages=("${HVD_GPU_PACKAGES[@]}")
-  [ "$HVD_GPU_KERNEL_HEADERS" != 1 ] || packages+=("linux-headers-$(uname -r)")
-  hvd_apt_install "${packages[@]}"
+  hvd_gpu_packages
+  hvd_apt_install "${HVD_GPU_INSTALL[@]}"
   if [ -n "$HVD_GPU_UBUNTU_DRIVER" ]; then
     echo "ubuntu-drivers install --gpgpu $HVD_GPU_UBUNTU_DRIVER" >&2
     ubuntu-drivers install --gpgpu "$HVD_GPU_UBUNTU_DRIVER" >/dev/null

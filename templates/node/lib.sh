@@ -16,6 +16,23 @@ hvd_distro() {
   return 1
 }
 
+# The package lists read once per boot (again after a source changed: its marker removed);
+# sets $hvd_apt, apt-get as the installs run it.
+hvd_apt_update() {
+  hvd_distro || return 1
+  export DEBIAN_FRONTEND=noninteractive
+  hvd_apt="apt-get -q -y -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
+  [ ! -e /run/hvd-cluster-apt-updated ] || return 0
+  # bounded retry: on a fresh Ubuntu guest the first boot's apt timers hold the lists lock
+  hvd_try=1
+  until $hvd_apt update >/dev/null; do
+    [ "$hvd_try" -lt 4 ] || return 1
+    echo "apt-get update failed (try $hvd_try of 4); again in 10 s" >&2
+    hvd_try=$((hvd_try + 1)); sleep 10
+  done
+  touch /run/hvd-cluster-apt-updated
+}
+
 # Installs the packages that are missing, in one apt transaction, after one `apt-get update`
 # per boot; waits for another apt (cloud-init's, unattended-upgrades) up to 5 minutes.
 hvd_apt_install() {
@@ -24,19 +41,7 @@ hvd_apt_install() {
     dpkg-query -W -f='${Status}' "$hvd_p" 2>/dev/null | grep -q 'install ok installed' || hvd_missing="$hvd_missing $hvd_p"
   done
   [ -n "$hvd_missing" ] || return 0
-  hvd_distro || return 1
-  export DEBIAN_FRONTEND=noninteractive
-  hvd_apt="apt-get -q -y -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
-  if [ ! -e /run/hvd-cluster-apt-updated ]; then
-    # bounded retry: on a fresh Ubuntu guest the first boot's apt timers hold the lists lock
-    hvd_try=1
-    until $hvd_apt update >/dev/null; do
-      [ "$hvd_try" -lt 4 ] || return 1
-      echo "apt-get update failed (try $hvd_try of 4); again in 10 s" >&2
-      hvd_try=$((hvd_try + 1)); sleep 10
-    done
-    touch /run/hvd-cluster-apt-updated
-  fi
+  hvd_apt_update || return 1
   echo "installing$hvd_missing" >&2
   # shellcheck disable=SC2086
   $hvd_apt install --no-install-recommends $hvd_missing >/dev/null
