@@ -632,13 +632,7 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
             said.contains(&format!("master -> {worker} over plain TCP")),
             "{said}"
         );
-        let sent = registry.blob_bytes_sent(GUEST_IMAGE) - pulled_before;
-        let copy = registry.one_copy_bytes(GUEST_IMAGE);
-        eprintln!("registry sent {sent} bytes for the 2 guests; one copy is {copy} bytes");
-        assert!(
-            sent > copy / 2 && sent < copy + copy / 2,
-            "one copy ({copy} bytes) from the registry, not {sent}"
-        );
+        registry.assert_sent_one_copy(GUEST_IMAGE, pulled_before);
         assert!(
             said.contains("the image has no Jupyter Lab: installed it from PyPI"),
             "{said}"

@@ -108,6 +108,14 @@ echo $? > "$out/unknown.rc"
 [ ! -e /etc/apt/sources.list.d/nvidia-container-toolkit.list ] || echo listed > "$out/unknown.list"
 "#;
 
+/// A node without the driver, as the scenarios that install it see one: apt-get and nvidia-ctk
+/// record their calls (nothing is really installed), and the module does not load.
+const NO_DRIVER: &str = r#"printf '#!/bin/sh\necho "$*" >> /var/log/apt-get.calls\n' > /usr/local/bin/apt-get
+printf '#!/bin/sh\necho "$*" >> /var/log/nvidia-ctk.calls\n' > /usr/local/bin/nvidia-ctk
+printf '#!/bin/sh\nexit 1\n' > /usr/local/sbin/modprobe
+chmod 755 /usr/local/bin/apt-get /usr/local/bin/nvidia-ctk /usr/local/sbin/modprobe
+"#;
+
 #[test]
 fn gpu_runtime_script_on_debian_12() {
     if !Command::new("docker")
@@ -216,13 +224,12 @@ fn gpu_runtime_script_on_debian_12() {
         "driver",
         "good",
         "missing",
-        "printf '#!/bin/sh\\necho \"$*\" >> /var/log/apt-get.calls\\n' > /usr/local/bin/apt-get\n\
-         printf '#!/bin/sh\\necho \"$*\" >> /var/log/nvidia-ctk.calls\\n' > /usr/local/bin/nvidia-ctk\n\
-         printf '#!/bin/sh\\nexit 1\\n' > /usr/local/sbin/modprobe\n\
-         chmod 755 /usr/local/bin/apt-get /usr/local/bin/nvidia-ctk /usr/local/sbin/modprobe\n\
+        &format!(
+            "{NO_DRIVER}\
          bash /w/apply.sh > $out/stdout 2> $out/stderr; rc=$?\n\
          printf '#!/bin/sh\\necho \"modprobe: ERROR: could not insert nvidia: Key was rejected by service\" >&2\\nexit 1\\n' > /usr/local/sbin/modprobe\n\
-         bash /w/apply.sh > /dev/null 2> $out/stderr-sb; echo $? > $out/rc-sb",
+         bash /w/apply.sh > /dev/null 2> $out/stderr-sb; echo $? > $out/rc-sb"
+        ),
     );
     let o = Path::new(&o);
     let stderr = read(&o.join("stderr"));
@@ -281,13 +288,13 @@ fn gpu_runtime_script_on_debian_12() {
         "stale-kernel",
         "good",
         "missing",
-        "printf '#!/bin/sh\\necho \"$*\" >> /var/log/apt-get.calls\\n' > /usr/local/bin/apt-get\n\
+        &format!(
+            "{NO_DRIVER}\
          printf '#!/bin/sh\\nexit 100\\n' > /usr/local/bin/apt-cache\n\
          printf '#!/bin/sh\\necho 6.1.0-9-cloud-amd64\\n' > /usr/local/bin/uname\n\
-         printf '#!/bin/sh\\necho \"$*\" >> /var/log/nvidia-ctk.calls\\n' > /usr/local/bin/nvidia-ctk\n\
-         printf '#!/bin/sh\\nexit 1\\n' > /usr/local/sbin/modprobe\n\
-         chmod 755 /usr/local/bin/apt-get /usr/local/bin/apt-cache /usr/local/bin/uname /usr/local/bin/nvidia-ctk /usr/local/sbin/modprobe\n\
-         bash /w/apply.sh > $out/stdout 2> $out/stderr; rc=$?",
+         chmod 755 /usr/local/bin/apt-cache /usr/local/bin/uname\n\
+         bash /w/apply.sh > $out/stdout 2> $out/stderr; rc=$?"
+        ),
     );
     let o = Path::new(&o);
     let stderr = read(&o.join("stderr"));

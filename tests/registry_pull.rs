@@ -162,13 +162,7 @@ fn pull_from_a_private_registry_once_per_cluster() {
             )),
             "{said}"
         );
-        let sent = registry.blob_bytes_sent(STAND_IN) - before;
-        let copy = registry.one_copy_bytes(STAND_IN);
-        eprintln!("registry sent {sent} bytes for a cluster of 2; one copy is {copy} bytes");
-        assert!(
-            sent > copy / 2 && sent < copy + copy / 2,
-            "one copy ({copy} bytes) from the registry, not {sent}"
-        );
+        registry.assert_sent_one_copy(STAND_IN, before);
         // The image's Jupyter was installed by the tool; its terminal runs horovodrun.
         assert!(
             said.contains("the image has no Jupyter Lab: installed it from PyPI"),

@@ -81,6 +81,18 @@ impl Registry {
             .sum()
     }
 
+    /// Asserts the registry sent about one copy of `name` (its compressed layers and config)
+    /// since it had sent `before` bytes of it: one pull for a whole cluster.
+    pub fn assert_sent_one_copy(&self, name: &str, before: u64) {
+        let sent = self.blob_bytes_sent(name) - before;
+        let copy = self.one_copy_bytes(name);
+        eprintln!("the registry sent {sent} bytes of {name}; one copy is {copy} bytes");
+        assert!(
+            sent > copy / 2 && sent < copy + copy / 2,
+            "one copy of {name} ({copy} bytes) from the registry, not {sent}"
+        );
+    }
+
     /// The compressed size of `name` as pushed: what one pull takes from the registry
     /// (its manifest's layers and config, read from the registry's own storage).
     pub fn one_copy_bytes(&self, name: &str) -> u64 {
