@@ -250,12 +250,14 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
                 "NOT limited to this cluster's servers: this cloud does not enforce access rules; you consented in the profile"
             }
         )),
-        autostop::Outcome::Removed { said_off: true } => {
-            Some("autostop: off; the agent and its credential are gone".into())
-        }
-        autostop::Outcome::Removed { said_off: false } => {
-            Some("autostop: off; the agent and its credential are gone (the master could not say so to the cloud, so `status` shows the agent's last word)".into())
-        }
+        autostop::Outcome::Removed { said_off } => Some(format!(
+            "autostop: off; the agent and its credential are gone{}",
+            if said_off {
+                ""
+            } else {
+                " (the master could not say so to the cloud, so `status` shows the agent's last word)"
+            }
+        )),
     };
     if let Some(line) = said {
         ctx.progress.line(line);

@@ -139,7 +139,7 @@ impl Jupyter {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let token = format!("{:032x}", rand_u128());
+        let token = hex::encode(rand::random::<[u8; 16]>());
         let container = format!("hvd-test-agent-jupyter-{}", std::process::id());
         let out = Command::new("docker")
             .args([
@@ -218,14 +218,6 @@ impl Drop for Jupyter {
             .args(["rm", "-f", &self.container])
             .output();
     }
-}
-
-fn rand_u128() -> u128 {
-    let mut bytes = [0u8; 16];
-    let read = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
-    assert!(read.is_ok(), "read /dev/urandom");
-    u128::from_le_bytes(bytes)
 }
 
 #[test]

@@ -107,7 +107,11 @@ const GUEST_IMAGE: &str = "hvd-test/guests-like-horovod-horovod:1";
 /// guests' image pushed. The guests reach it at this machine's address on its Docker network
 /// (198.18.0.1), routed by their router like any address outside the cloud.
 fn registry_with_the_guests_image() -> Registry {
-    Registry::start();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = Command::new(root.join("tests/registry/standins/build"))
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(built, "tests/registry/standins/build failed");
     let tagged = Command::new("docker")
         .args(["tag", STAND_IN, GUEST_IMAGE])
         .status()

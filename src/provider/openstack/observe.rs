@@ -329,7 +329,7 @@ impl OpenStackProvider {
 /// What the master's autostop agent last published on its server (the one metadata key its
 /// credential may set); `None` where it never did. Pure.
 pub(super) fn autostop_word(cluster: &str, servers: &[Server]) -> Option<String> {
-    let master = format!("{cluster}-master");
+    let master = Names(cluster).master();
     servers
         .iter()
         .find(|s| s.name.as_deref() == Some(master.as_str()))
@@ -394,6 +394,9 @@ pub fn pick_export(locations: &[crate::openstack::share::ExportLocation]) -> Opt
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    use crate::provider::openstack::server_in as server;
 
     #[test]
     fn the_autostop_word_is_the_masters_only() {
@@ -414,10 +417,6 @@ mod tests {
         // another cluster's master is not ours
         assert_eq!(super::autostop_word("cc", &[]), None);
     }
-
-    use super::*;
-
-    use crate::provider::openstack::server_in as server;
 
     /// The states Nova shows through a shelve and an unshelve (nova's compute API and
     /// manager): a stopped cluster is kept and started, never replaced.
