@@ -1,8 +1,9 @@
 //! `start` against `up`: how long a stopped cluster takes to come back to a passing check,
-//! against the fresh `up` that made it, in the same run. Local provider (images built),
+//! against the fresh `up` that made it, in the same run, and how long `status` of the
+//! stopped cluster takes (the lifecycle bar: under 1 s). Local provider (images built),
 //! profiles/local.toml with `HVD_BENCH_WORKERS` workers (default 2). Prints
 //!
-//!   stop_start provider=local nodes=N up=S stop=S start=S start/up=R
+//!   stop_start provider=local nodes=N up=S stop=S status=S start=S start/up=R
 //!
 //! and asserts nothing about time. The same figure for the stock-Debian VMs on the local
 //! OpenStack cloud (shelve and unshelve under emulation) is the `bench:` line
@@ -53,9 +54,10 @@ fn main() {
     let result = std::panic::catch_unwind(|| {
         let up = hvd(&state, &["up", p]);
         let stop = hvd(&state, &["stop", p]);
+        let status = hvd(&state, &["status", p]);
         let start = hvd(&state, &["start", p]);
         println!(
-            "stop_start provider=local nodes={} up={up:.1} stop={stop:.1} start={start:.1} start/up={:.2}",
+            "stop_start provider=local nodes={} up={up:.1} stop={stop:.1} status={status:.2} start={start:.1} start/up={:.2}",
             workers + 1,
             start / up
         );
