@@ -20,9 +20,10 @@
 //! from outside (the master's SSH answers from 203.0.113.5, inside `allowed_cidrs`, and not
 //! from 203.0.113.6; the worker's SSH and Horovod port unreachable from outside the group;
 //! Jupyter's port closed on the master's floating IP); the GPU runtime step short of a GPU;
-//! autostop (the agent on the master stops
-//! the idle cluster by itself: both guests shelved and offloaded) and `start` (the same guests
-//! back from their snapshots with their disks and /shared). Then `down` leaves no server, port,
+//! autostop, on from the first `up` (a job started at once keeps the cluster busy through the
+//! stages above; released, it ends, and the agent on the master stops the idle cluster by
+//! itself: both guests shelved and offloaded) and `start` (the same guests back from their
+//! snapshots with their disks and /shared). Then `down` leaves no server, port,
 //! floating IP, security group, network, share, qemu process, bridge, tap or nftables rule.
 //!
 //! Needs the cloud with its VM host (`tests/cloud/install && tests/cloud/start`, libvirt
@@ -412,20 +413,45 @@ fn gpu_runtime_on_the_master(c: &TestCluster) {
     );
 }
 
-/// Autostop on the VMs, then `start`, then `stop`. `up` with `autostop = "60s"` leaves the
-/// agent on the master (a systemd service of the stock image, calling Keystone and Nova at
-/// 203.0.113.1 through the router's SNAT with the credential limited to the cluster's
-/// servers). A job longer than the idle time keeps the cluster up. Idle, it stops the
-/// cluster by itself: both guests shelved and offloaded (the worker first), their
-/// qemu processes gone, Placement holding nothing for them, `status` saying why. `start`
-/// (autostop now off) unshelves them from their snapshots: the check passes across both
-/// again, a file written to /shared before the stop is there, the floating IP is the same,
-/// no image is sent again (the disks kept it), and the agent is gone. `stop` by hand shelves
-/// both again; the caller's `down` then deletes the stopped cluster, shelve snapshots
-/// included (`leftovers`). A benchmark line compares `start` with the first `up` (not
-/// asserted).
+/// A job that lasts until the test releases it (`release_the_job`): it keeps the autostop
+/// agent busy while the test proves everything else on the running cluster, so the agent
+/// can be on from the first `up` (one `up` fewer on emulated guests than turning it on later:
+/// ~5 minutes of this test). Every rank waits for a file on /shared.
+const HOLD_SCRIPT: &str = "/shared/hold-the-cluster.sh";
+const HOLD_RELEASE: &str = "/shared/hold-the-cluster.release";
+
+/// Starts the holding job with `run` from this machine, as a user starts a job.
+fn hold_the_cluster(c: &TestCluster) -> std::process::Child {
+    c.on_node(
+        "master",
+        &[&format!(
+            "printf '%s\\n' '#!/bin/sh' 'while [ ! -e {HOLD_RELEASE} ]; do sleep 2; done' \
+             | sudo tee {HOLD_SCRIPT} > /dev/null"
+        )],
+    );
+    c.command(&["run", &c.profile, "--", "sh", HOLD_SCRIPT])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the holding job")
+}
+
+/// Autostop on the VMs, then `start`, then `stop`. The first `up` (with `autostop = "60s"`)
+/// left the agent on the master (a systemd service of the stock image, calling Keystone and
+/// Nova at 203.0.113.1 through the router's SNAT with the credential limited to the
+/// cluster's servers), and the holding job (`hold_the_cluster`, started as soon as `up`
+/// returned) has kept the cluster up through every stage before this one. Released, the job
+/// ends; idle, the agent stops the cluster by itself: both guests shelved and offloaded (the
+/// worker first), their qemu processes gone, Placement holding nothing for them, `status`
+/// saying why. `start` (autostop now off) unshelves them from their snapshots: the check
+/// passes across both again, a file written to /shared before the stop is there, the
+/// floating IP is the same, no image is sent again (the disks kept it), and the agent is
+/// gone. `stop` by hand shelves both again; the caller's `down` then deletes the stopped
+/// cluster, shelve snapshots included (`leftovers`). A benchmark line compares `start` with
+/// the first `up` (not asserted).
 fn autostop_then_start(
     c: &TestCluster,
+    mut job: std::process::Child,
     dp: &DataPlane,
     fip: &str,
     up_took: Duration,
@@ -436,17 +462,7 @@ fn autostop_then_start(
         "master",
         &[&format!("echo '{mark}' | sudo tee /shared/before-stop.txt")],
     );
-
-    with_autostop(c, "60s");
     let pulled_before_stop = registry.map(|r| r.blob_bytes_sent(GUEST_IMAGE));
-    let on = c.hvd(&["up", &c.profile]);
-    let said = String::from_utf8_lossy(&on.stderr).into_owned();
-    assert!(on.status.success(), "up with autostop fails: {said}");
-    assert!(
-        said.contains("autostop: the master stops the cluster after 60s idle")
-            && said.contains("limited to this cluster's servers"),
-        "{said}"
-    );
     let master = MasterFiles::new(c);
     let agent_log = || master.read(hvd_cluster::autostop::AGENT_LOG);
     let unit = c.on_node(
@@ -455,19 +471,10 @@ fn autostop_then_start(
     );
     assert_eq!(unit.trim(), "enabled", "the agent survives a reboot");
 
-    // A job that outlasts the idle time keeps the cluster up (started at once: the agent's
-    // idle time runs from the end of `up`).
-    let job_started = Instant::now();
-    let mut job = c
-        .command(&["run", &c.profile, "--", "sleep", "80"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start a job");
     let rt = runtime();
     let os = rt.block_on(common::cloud::client("local-user"));
-    // The agent's first look reaches Nova from the guest (its word on the master's server):
-    // fail here, not after the long deadline below, when the guests cannot reach the APIs.
+    // The agent's word reached Nova from the guest (on the master's server) long ago: fail
+    // here, not after the long deadline below, when the guests cannot reach the APIs.
     let heard = Instant::now() + Duration::from_secs(300);
     loop {
         let word = c.status_json()["autostop"]
@@ -484,13 +491,18 @@ fn autostop_then_start(
         );
         std::thread::sleep(Duration::from_secs(5));
     }
-    std::thread::sleep(Duration::from_secs(70).saturating_sub(job_started.elapsed()));
+    // The job has outlasted the idle time many times over: the cluster is still up.
     let log = agent_log().unwrap_or_default();
-    assert!(log.contains("busy: job running: horovodrun"), "{log}");
+    // (beside "just booted" when `up` took less than the grace after a boot)
+    assert!(log.contains("job running: horovodrun"), "{log}");
     assert!(!log.contains("stopping the cluster"), "{log}");
     let states = server_states(&os, &rt, &c.name);
     assert!(states.iter().all(|s| s == "Active/None"), "{states:?}");
-    assert!(job.wait().unwrap().success(), "the job finishes");
+    c.on_node("master", &[&format!("sudo touch {HOLD_RELEASE}")]);
+    assert!(
+        job.wait().expect("wait for the holding job").success(),
+        "the holding job ends once released"
+    );
 
     // Idle: the agent stops the cluster by itself.
     let stopping = Instant::now();
@@ -649,6 +661,9 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
     let worker = format!("{}-worker-1", c.name);
     let qemu_before = qemu_processes().len();
     let mut data_plane = None;
+    // Autostop from the first `up`: the holding job keeps the agent busy until the autostop
+    // stage (autostop_then_start).
+    with_autostop(&c, "60s");
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let started = Instant::now();
         let pulled_before = registry.as_ref().map(|r| r.blob_bytes_sent(GUEST_IMAGE));
@@ -657,8 +672,15 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
         eprintln!("up took {:.0}s", up_took.as_secs_f64());
         data_plane = Some(DataPlane::of(&c));
         assert!(up.status.success(), "up fails");
+        // At once: the agent's idle time runs from the end of `up`.
+        let job = hold_the_cluster(&c);
         let out = String::from_utf8_lossy(&up.stdout).into_owned();
         let said = String::from_utf8_lossy(&up.stderr).into_owned();
+        assert!(
+            said.contains("autostop: the master stops the cluster after 60s idle")
+                && said.contains("limited to this cluster's servers"),
+            "{said}"
+        );
 
         // The image on every guest: the master got it (ours from this machine; a user's
         // pulled from the registry over TLS with the credentials of the Docker config, the
@@ -834,7 +856,7 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
         );
 
         gpu_runtime_on_the_master(&c);
-        autostop_then_start(&c, dp, &fip, up_took, registry.as_ref());
+        autostop_then_start(&c, job, dp, &fip, up_took, registry.as_ref());
     }));
 
     // down, also after a failure, then nothing of the cluster anywhere.
