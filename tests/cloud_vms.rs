@@ -31,10 +31,12 @@
 //! (tests/registry/start builds them when missing), root (network namespaces for
 //! tests/cloud/public-source, virsh).
 //!
-//! The slowest test of the suite (2112 s alone here with our image: `up` 1195 s, of it boot and
-//! cloud-init ~2 min, Docker from Debian's packages ~4 min, the image 663 s, most of it
-//! `docker load` inside the guests, the check ~100 s; then the GPU stage, autostop, `start` 300 s
-//! and `stop`); it stands in for tests/cloud/smoke-vm in CI, which proves the VM host alone.
+//! The slowest test of the suite (2112 s alone here with our image and a second `up` for
+//! autostop; with autostop from the first `up`, 2479 s beside two image builds: `up` 1566 s,
+//! of it Docker from Debian's packages ~5 min, the image 886 s, most of it the master's
+//! `docker load`, the check ~100 s; then the other stages ~3 min, the agent's stop 181 s,
+//! `start` 409 s and `stop` 107 s; see docs/notes/suite-time.md); it stands in for
+//! tests/cloud/smoke-vm in CI, which proves the VM host alone.
 
 mod common;
 
