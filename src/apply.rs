@@ -255,6 +255,11 @@ impl<'a> Applier<'a> {
             let ids = &ids;
             let cluster = &cluster;
             async move {
+                // After Ctrl-C nothing new is made; a create under way finishes and is
+                // recorded before the command ends (crate::interrupt).
+                let Some(_call) = crate::interrupt::GATE.begin() else {
+                    return Ok(());
+                };
                 let started = Instant::now();
                 let id = self
                     .provider

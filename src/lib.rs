@@ -7,7 +7,7 @@
 //! The modules stand in layers, each importing only from its own layer and the ones below
 //! (`tests/layers.rs` checks it, and that no folder's modules import one another in a circle):
 //! 1. input grammars and small tools: [`input`], [`wait`], [`progress`], [`ssh`], the
-//!    [`openstack`] client;
+//!    [`openstack`] client, [`interrupt`] (Ctrl-C while the cloud is making something);
 //! 2. the cluster's model: [`templates`], [`images`], [`registry`], [`profile`], [`plan`],
 //!    [`state`], [`render`], [`mpi`];
 //! 3. the providers: [`provider`] (the only code that talks to a cloud);
@@ -41,6 +41,7 @@ pub mod converge;
 pub mod error;
 pub mod images;
 pub mod input;
+pub mod interrupt;
 pub mod lifecycle;
 pub mod mpi;
 pub mod openstack;

@@ -8,6 +8,7 @@ use clap::Parser;
 use hvd_cluster::args::Args;
 use hvd_cluster::context::Context;
 use hvd_cluster::error::Error;
+use hvd_cluster::interrupt;
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -28,10 +29,33 @@ fn main() -> ExitCode {
         if args.command.handles_interrupt() {
             return args.command.run(&mut ctx).await;
         }
+        let command = args.command.run(&mut ctx);
+        tokio::pin!(command);
         tokio::select! {
-            result = args.command.run(&mut ctx) => result,
-            _ = tokio::signal::ctrl_c() => Err(Error::Interrupted),
+            result = &mut command => return result,
+            _ = tokio::signal::ctrl_c() => {}
         }
+        // Ctrl-C: nothing new is made, and a create the cloud is answering finishes and is
+        // recorded first (hvd_cluster::interrupt); a second Ctrl-C, or a minute, ends it now.
+        interrupt::GATE.request();
+        if interrupt::GATE.under_way() > 0 {
+            eprintln!(
+                "interrupted: letting {} call(s) to the cloud finish (Ctrl-C again to stop now)",
+                interrupt::GATE.under_way()
+            );
+            let settled = async {
+                while interrupt::GATE.under_way() > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            };
+            tokio::select! {
+                _ = &mut command => {}
+                _ = settled => {}
+                _ = tokio::signal::ctrl_c() => {}
+                _ = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+            }
+        }
+        Err(Error::Interrupted)
     });
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "input grammars and small tools",
-        &["input", "wait", "progress", "ssh", "openstack"],
+        &["input", "wait", "progress", "ssh", "openstack", "interrupt"],
     ),
     (
         "the cluster's model",
