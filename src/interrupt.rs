@@ -16,7 +16,7 @@ pub struct Gate {
 pub static GATE: Gate = Gate::new();
 
 impl Gate {
-    pub const fn new() -> Gate {
+    const fn new() -> Gate {
         Gate {
             requested: AtomicBool::new(false),
             under_way: AtomicUsize::new(0),
@@ -42,12 +42,6 @@ impl Gate {
             return None;
         }
         Some(Call(self))
-    }
-}
-
-impl Default for Gate {
-    fn default() -> Gate {
-        Gate::new()
     }
 }
 
