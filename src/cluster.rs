@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::bootstrap::{self, BootstrapError, NodeSession};
+use crate::bootstrap::{self, BootstrapError, NodeSession, Vouch};
 use crate::context::Context;
 use crate::error::Error;
 use crate::input::{self, ClusterName, CLUSTER_NAME_RULE};
@@ -78,7 +78,7 @@ impl Existing {
 
     /// A session to every node.
     pub async fn open(&self, ctx: &Context) -> Result<Opened, Error> {
-        open(ctx, &self.profile, &self.dir, &self.nodes).await
+        open(ctx, &self.profile, &self.dir, &self.nodes, None).await
     }
 }
 
@@ -182,15 +182,17 @@ impl Reach<'_> {
         Ok(path)
     }
 
-    /// Sessions to `which` of the nodes (master first), each waited for up to `deadline`.
+    /// Sessions to `which` of the nodes (master first), each waited for up to `deadline`. A
+    /// changed host key stops it, unless `vouch` may vouch for the new one.
     pub async fn connect(
         &self,
         ctx: &Context,
         which: &[Node],
         deadline: Duration,
+        vouch: Option<&Vouch<'_>>,
     ) -> Result<Vec<NodeSession>, BootstrapError> {
         let config = self.ssh_config()?;
-        bootstrap::connect_all(&config, which, &ctx.progress, deadline).await
+        bootstrap::connect_all(&config, which, &ctx.progress, deadline, vouch).await
     }
 }
 
@@ -222,18 +224,23 @@ fn jupyter_token(dir: &ClusterDir) -> Result<String, Error> {
 }
 
 /// Connects to every node (waiting up to 10 minutes for SSH) and reads the master's subnet.
+/// `vouch`: the nodes whose changed host key their console may vouch for (see
+/// [`bootstrap::Vouch`]).
 pub async fn open(
     ctx: &Context,
     p: &Profile,
     dir: &ClusterDir,
     nodes: &[Node],
+    vouch: Option<&Vouch<'_>>,
 ) -> Result<Opened, Error> {
     let reach = Reach {
         dir,
         user: &p.ssh_user,
         nodes,
     };
-    let sessions = reach.connect(ctx, nodes, Duration::from_secs(600)).await?;
+    let sessions = reach
+        .connect(ctx, nodes, Duration::from_secs(600), vouch)
+        .await?;
     let master = &sessions[0];
     let cidr = master
         .ssh

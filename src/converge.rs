@@ -5,6 +5,7 @@
 //! bootstraps every node (rebooting, once, the nodes whose GPU driver loads only after a
 //! reboot), lists the workers for elastic jobs and runs the acceptance check.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,7 @@ use crate::error::Error;
 use crate::images;
 use crate::input;
 use crate::lifecycle;
-use crate::plan::{self, Health, Plan, Role, Shortfall};
+use crate::plan::{self, Action, Health, Kind, Plan, Role, Shortfall};
 use crate::profile::{self, ImageSource, Profile};
 use crate::provider::{self, Place, Provider};
 use crate::registry;
@@ -107,6 +108,9 @@ pub struct Provisioned {
     pub pull_access: Option<registry::PullAccess>,
     /// When the command started (for the times it reports).
     pub started: Instant,
+    /// The servers this command started again or made anew, and which of the two: a changed
+    /// host key of theirs may be vouched for by their console.
+    pub renewed: BTreeMap<String, &'static str>,
     _lock: LockGuard,
 }
 
@@ -151,16 +155,18 @@ pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<P
     }
     let mut provider = connect(ctx, &p).await?;
     let mut prepared = prepare(ctx, &p, &dir, provider.as_ref()).await?;
-    // A stopped cluster (`stop`) is started first, then planned again as it now is.
-    if lifecycle::start_stopped(
+    // A stopped cluster (`stop`) is started first, then planned again as it now is. The
+    // servers started or made here may come with new host keys: their consoles may vouch.
+    let mut renewed: BTreeMap<String, &'static str> = BTreeMap::new();
+    let started_again = lifecycle::start_stopped(
         ctx,
         provider.as_ref(),
         &p.name,
         &prepared.observed.resources,
     )
-    .await?
-        > 0
-    {
+    .await?;
+    if !started_again.is_empty() {
+        renewed.extend(started_again.into_iter().map(|n| (n, "started again")));
         prepared = prepare(ctx, &p, &dir, provider.as_ref()).await?;
     }
     let Prepared {
@@ -193,6 +199,13 @@ pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<P
             drain_leaving_workers(ctx, &p, &dir, &plan).await?;
         }
         applier.apply(&plan).await?;
+        for action in &plan.actions {
+            if let Action::Create { desired } | Action::Replace { desired, .. } = action {
+                if desired.kind() == Kind::Server {
+                    renewed.insert(desired.name.clone(), "made anew");
+                }
+            }
+        }
     }
     let mut state = applier.state();
     state.nodes = cluster::nodes_with_slots(&p, provider.nodes(&p.name).await?);
@@ -209,6 +222,7 @@ pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<P
         state,
         pull_access,
         started,
+        renewed,
         _lock: lock,
     })
 }
@@ -217,7 +231,13 @@ pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<P
 /// acceptance check (a real horovodrun over every slot) and find the Jupyter URL.
 pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready, Error> {
     let (p, provider) = (&c.profile, c.provider.as_ref());
-    let mut opened = cluster::open(ctx, p, &c.dir, &c.state.nodes).await?;
+    let vouch = bootstrap::Vouch {
+        provider,
+        cluster: &p.name,
+        renewed: &c.renewed,
+        lock: tokio::sync::Mutex::new(()),
+    };
+    let mut opened = cluster::open(ctx, p, &c.dir, &c.state.nodes, Some(&vouch)).await?;
     if p.storage.kind == profile::StorageKind::Manila {
         opened.share_export = provider.share_export(&p.name).await?;
     }
@@ -364,7 +384,7 @@ async fn reboot_nodes(
     let left = REBOOT_DEADLINE.saturating_sub(started.elapsed());
     opened
         .sessions
-        .extend(reach.connect(ctx, &again, left).await?);
+        .extend(reach.connect(ctx, &again, left, None).await?);
     // The order `cluster::open` gives: the master first, then the nodes as the state lists them.
     let place = |name: &str| c.state.nodes.iter().position(|n| n.name == name);
     opened
@@ -419,7 +439,12 @@ async fn drain_leaving_workers(
         nodes: &known,
     };
     let sessions = reach
-        .connect(ctx, std::slice::from_ref(master), Duration::from_secs(60))
+        .connect(
+            ctx,
+            std::slice::from_ref(master),
+            Duration::from_secs(60),
+            None,
+        )
         .await?;
     // From the state file: checked again, like anything read from outside.
     let staying: Vec<HostSlots> = known

@@ -6,7 +6,8 @@
 //!
 //! The modules stand in layers, each importing only from its own layer and the ones below
 //! (`tests/layers.rs` checks it, and that no folder's modules import one another in a circle):
-//! 1. input grammars and small tools: [`input`], [`wait`], [`progress`], [`ssh`], the
+//! 1. input grammars and small tools: [`input`], [`wait`], [`progress`], [`ssh`] and
+//!    [`host_keys`] (what a node's pinned, offered and console-shown keys are), the
 //!    [`openstack`] client, [`interrupt`] (Ctrl-C while the cloud is making something);
 //! 2. the cluster's model: [`templates`], [`images`], [`registry`], [`profile`], [`plan`],
 //!    [`state`], [`render`], [`mpi`];
@@ -39,6 +40,7 @@ pub mod cmd;
 pub mod context;
 pub mod converge;
 pub mod error;
+pub mod host_keys;
 pub mod images;
 pub mod input;
 pub mod interrupt;

@@ -80,26 +80,27 @@ pub async fn stop(ctx: &Context, provider: &dyn Provider, name: &str) -> Result<
 
 /// Starts the servers of `observed` that are stopped (or stopping, or starting), the master
 /// first (the workers mount /shared from it), and waits until the provider shows them
-/// running. Returns how many there were; 0 changes nothing.
+/// running. Returns their names; none changes nothing.
 pub async fn start_stopped(
     ctx: &Context,
     provider: &dyn Provider,
     name: &str,
     observed: &[Observed],
-) -> Result<usize, Error> {
+) -> Result<Vec<String>, Error> {
     let stopped: Vec<Observed> = observed
         .iter()
         .filter(|o| o.kind == Kind::Server && o.health.is_stopped())
         .cloned()
         .collect();
     if stopped.is_empty() {
-        return Ok(0);
+        return Ok(Vec::new());
     }
     let (workers, master) = stop_order(name, &stopped);
     ctx.progress.line(format!(
         "cluster `{name}` is stopped: starting {} server(s), the master first",
         stopped.len()
     ));
+    let mut done = Vec::new();
     for batch in [master.into_iter().collect::<Vec<_>>(), workers] {
         if batch.is_empty() {
             continue;
@@ -111,8 +112,9 @@ pub async fn start_stopped(
         spinner.finish_and_clear();
         started?;
         ctx.progress.line(format!("started {}", batch.join(", ")));
+        done.extend(batch);
     }
-    Ok(stopped.len())
+    Ok(done)
 }
 
 #[cfg(test)]

@@ -28,6 +28,21 @@ pub enum SshError {
         code: String,
         stderr: String,
     },
+    /// The node offered a host key other than the one pinned for it: never retried, never
+    /// accepted in silence (see [`crate::host_keys`]).
+    #[error(
+        "{node}: its SSH host key changed: {known_hosts} pins {pinned}, the node now offers {offered}. \
+         If you know why (the server was rebuilt or replaced, or its address moved to another), \
+         forget the old key with `ssh-keygen -f {known_hosts} -R {node}` and run the command \
+         again; if you do not, someone may be between you and the node"
+    )]
+    HostKeyChanged {
+        node: String,
+        pinned: String,
+        offered: String,
+        /// The known_hosts path, quoted for a shell.
+        known_hosts: String,
+    },
     #[error("cannot write the cluster's ssh_config: {0}")]
     Config(String),
     #[error("{node}: {what}: {source}")]
@@ -189,10 +204,16 @@ impl Ssh {
                 node: node.to_string(),
                 session,
             }),
-            Err(e) => Err(SshError::Connect {
-                node: node.to_string(),
-                reason: why_no_ssh(&error_chain(&e)),
-            }),
+            Err(e) => {
+                let text = error_chain(&e);
+                match crate::host_keys::changed_in(&text) {
+                    Some(changed) => Err(host_key_changed(config, node, changed)),
+                    None => Err(SshError::Connect {
+                        node: node.to_string(),
+                        reason: why_no_ssh(&text),
+                    }),
+                }
+            }
         }
     }
 
@@ -211,6 +232,7 @@ impl Ssh {
                     Err(e) => e.to_string(),
                 },
                 Err(SshError::Connect { reason, .. }) => reason,
+                // a changed host key, as any other error, ends the wait at once
                 Err(e) => return Probe::Failed(e),
             };
             status(&why);
@@ -406,6 +428,32 @@ impl Ssh {
             what: what.to_string(),
             source: e,
         }
+    }
+}
+
+/// The known_hosts file beside a cluster's ssh_config (see [`render_config`]).
+pub fn known_hosts_path(config: &Path) -> PathBuf {
+    config
+        .parent()
+        .unwrap_or_else(|| Path::new("."))
+        .join("known_hosts")
+}
+
+/// The error for a changed host key: the node ssh named (the master, when a worker's jump
+/// through it failed), what known_hosts pins for it and what it offered now.
+fn host_key_changed(config: &Path, node: &str, changed: crate::host_keys::Changed) -> SshError {
+    let path = known_hosts_path(config);
+    let node = changed.alias.unwrap_or_else(|| node.to_string());
+    let pinned = std::fs::read_to_string(&path)
+        .map(|text| crate::host_keys::fingerprints(&crate::host_keys::pinned(&text, &node)))
+        .unwrap_or_else(|_| "none".into());
+    SshError::HostKeyChanged {
+        node,
+        pinned,
+        offered: changed
+            .offered
+            .unwrap_or_else(|| "a key ssh did not show".into()),
+        known_hosts: shell_quote(&path.to_string_lossy()),
     }
 }
 

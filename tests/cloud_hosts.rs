@@ -158,8 +158,42 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
             &c,
             &String::from_utf8_lossy(&up.stderr),
         );
+        start_vouches_for_new_host_keys(&c, &nodes);
     });
     down_leaves_nothing(&c, &before, result);
+}
+
+/// `start` after the agent's stop: unshelved, the real-host servers come back as new
+/// containers with new host keys; each one's console, read through Nova's API, vouches for the
+/// key it offers, `start` says so per node and reaches a passing check. Then a key changed
+/// behind the tool's back (no server started or made by the command) stops the next command
+/// with the line.
+fn start_vouches_for_new_host_keys(c: &TestCluster, nodes: &[String]) {
+    with_autostop(c, "off"); // the agent would stop the cluster again while this runs
+    let start = c.hvd(&["start", &c.profile]);
+    let (out, err) = (
+        String::from_utf8_lossy(&start.stdout),
+        String::from_utf8_lossy(&start.stderr),
+    );
+    assert!(start.status.success(), "{err}");
+    assert!(out.contains("3 rank(s) joined"), "{out}");
+    for n in nodes {
+        let line = err
+            .lines()
+            .find(|l| l.starts_with(&format!("{n}: new SSH host key SHA256:")))
+            .unwrap_or_else(|| panic!("no new key for {n}: {err}"));
+        assert!(
+            line.ends_with(
+                "(the server was started again by this command), vouched for by its console"
+            ),
+            "{line}"
+        );
+    }
+    let master = &nodes[0];
+    let container = format!("hvd-nova-{}", server_id(c, master));
+    let offered = common::new_host_keys_behind_the_tools_back(&container);
+    common::stops_on_changed_host_key(c, master, &offered);
+    c.on_node("master", &["true"]);
 }
 
 /// A preemption: the cloud deletes a worker's server (as its admin would) during an elastic

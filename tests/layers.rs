@@ -15,7 +15,15 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "input grammars and small tools",
-        &["input", "wait", "progress", "ssh", "openstack", "interrupt"],
+        &[
+            "input",
+            "wait",
+            "progress",
+            "ssh",
+            "host_keys",
+            "openstack",
+            "interrupt",
+        ],
     ),
     (
         "the cluster's model",

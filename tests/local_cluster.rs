@@ -331,6 +331,14 @@ fn stop_and_start(c: &TestCluster) {
     let status = c.hvd(&["status", profile, "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
     assert_eq!(status["state"], "running", "{status}");
+
+    // The master's host key changed behind the tool's back (`start` kept the keys: the
+    // containers were only stopped): the next command stops at once with the line, and goes on
+    // once the old key is forgotten as the line says.
+    let master = format!("{name}-master");
+    let offered = common::new_host_keys_behind_the_tools_back(&master);
+    common::stops_on_changed_host_key(c, &master, &offered);
+    c.on_node("master", &["true"]);
 }
 
 /// A container that carries the cluster's label but a name this cluster never gives (anyone

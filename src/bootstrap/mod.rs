@@ -29,7 +29,7 @@ use crate::wait::{wait_until, Probe, WaitError};
 pub use image::{local_image_id, worker_fetch_command, ImageFile, Relay, Transfer, IMAGE_PORT};
 use reboot::NodePass;
 pub use reboot::RebootRequest;
-pub use session::{connect_all, NodeSession};
+pub use session::{connect_all, NodeSession, Vouch};
 pub use steps::{shared_values, storage_name, SharedInputs};
 use steps::{Does, Facts, Runs, Step, STEPS};
 pub use upload::master_receive_command;

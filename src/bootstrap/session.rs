@@ -1,17 +1,35 @@
 //! SSH sessions to a cluster's nodes: the master first (workers go through it), each waited
 //! for with a deadline, with the interface that holds the node's private address.
 
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;
 
 use super::BootstrapError;
+use crate::host_keys;
 use crate::plan::Role;
 use crate::progress::Progress;
+use crate::provider::Provider;
 use crate::render::HostSlots;
-use crate::ssh::Ssh;
+use crate::ssh::{Ssh, SshError};
 use crate::state::Node;
+
+/// How long a node's console is read for the block of host keys (cloud-init prints it late
+/// in the boot, after sshd is up; under emulation minutes later).
+const CONSOLE_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Who may vouch for a changed host key: the nodes this command started again or made anew
+/// (the tool knows why their key may have changed), and the cloud that shows their consoles.
+pub struct Vouch<'a> {
+    pub provider: &'a dyn Provider,
+    pub cluster: &'a str,
+    /// Node name → what this command did to it ("started again", "made anew").
+    pub renewed: &'a BTreeMap<String, &'static str>,
+    /// One re-pin of known_hosts at a time (workers connect side by side).
+    pub lock: tokio::sync::Mutex<()>,
+}
 
 /// A connected node and what bootstrap learnt about it.
 pub struct NodeSession {
@@ -24,23 +42,25 @@ pub struct NodeSession {
 }
 
 /// Connects to every node (master first: workers go through it), waiting with a deadline and
-/// showing why each is still waited for.
+/// showing why each is still waited for. A node whose host key changed stops it, unless
+/// `vouch` names the node and its console vouches for the key it offers.
 pub async fn connect_all(
     config: &Path,
     nodes: &[Node],
     progress: &Progress,
     deadline: Duration,
+    vouch: Option<&Vouch<'_>>,
 ) -> Result<Vec<NodeSession>, BootstrapError> {
     let mut ordered: Vec<&Node> = nodes.iter().collect();
     ordered.sort_by_key(|n| n.role != Role::Master);
     let (master, workers) = ordered
         .split_first()
         .ok_or_else(|| BootstrapError::Other("no nodes".into()))?;
-    let mut sessions = vec![connect_one(config, master, progress, deadline).await?];
+    let mut sessions = vec![connect_one(config, master, progress, deadline, vouch).await?];
     let rest = try_join_all(
         workers
             .iter()
-            .map(|n| connect_one(config, n, progress, deadline)),
+            .map(|n| connect_one(config, n, progress, deadline, vouch)),
     )
     .await?;
     sessions.extend(rest);
@@ -52,12 +72,26 @@ async fn connect_one(
     node: &Node,
     progress: &Progress,
     deadline: Duration,
+    vouch: Option<&Vouch<'_>>,
 ) -> Result<NodeSession, BootstrapError> {
     let bar = progress.spinner(&format!("ssh {}", node.name));
-    let ssh = Ssh::wait(config, &node.name, deadline, |why| {
-        bar.set_message(why.to_string())
-    })
-    .await?;
+    let mut vouched = false;
+    let ssh = loop {
+        let waited = Ssh::wait(config, &node.name, deadline, |why| {
+            bar.set_message(why.to_string())
+        })
+        .await;
+        match (waited, vouch) {
+            // once per node: a key its console vouched for that still does not match is refused
+            (Err(e @ SshError::HostKeyChanged { .. }), Some(v)) if !vouched => {
+                bar.set_message("its host key changed: reading its console for the new one");
+                let line = vouch_for(v, config, e).await?;
+                progress.line(line);
+                vouched = true;
+            }
+            (waited, _) => break waited?,
+        }
+    };
     bar.set_message("connected");
     let given = node.private_ip.clone().unwrap_or_default();
     // The cloud's answer reaches shell commands and the hostfile: it must be an address
@@ -93,4 +127,68 @@ async fn connect_one(
         iface,
         host,
     })
+}
+
+/// Re-pins a node's changed host key when this command started or re-made that server and its
+/// console, read through the cloud, shows the key the node offers; otherwise the error stands,
+/// with what the console showed. Returns the line that says what was accepted and why.
+async fn vouch_for(
+    v: &Vouch<'_>,
+    config: &Path,
+    error: SshError,
+) -> Result<String, BootstrapError> {
+    let SshError::HostKeyChanged {
+        ref node,
+        ref offered,
+        ..
+    } = error
+    else {
+        return Err(error.into());
+    };
+    let (node, offered) = (node.clone(), offered.clone());
+    let refuse = |why: String| BootstrapError::Other(format!("{error}; {why}"));
+    let Some(done) = v.renewed.get(&node) else {
+        return Err(error.into());
+    };
+    let started = Instant::now();
+    let mut seen: Option<Vec<host_keys::HostKey>> = None;
+    loop {
+        let console = v
+            .provider
+            .console(v.cluster, &node)
+            .await
+            .map_err(|e| refuse(format!("its console could not be read: {e}")))?;
+        let Some(console) = console else {
+            return Err(refuse("the cloud shows no console for it".into()));
+        };
+        if let Some(keys) = host_keys::on_console(&console) {
+            if keys.iter().any(|k| k.fingerprint() == offered) {
+                let _one_at_a_time = v.lock.lock().await;
+                let path = crate::ssh::known_hosts_path(config);
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                crate::state::write_atomic(
+                    &path,
+                    host_keys::repin(&text, &node, &keys).as_bytes(),
+                    0o600,
+                )?;
+                return Ok(format!(
+                    "{node}: new SSH host key {offered} (the server was {done} by this command), vouched for by its console"
+                ));
+            }
+            seen = Some(keys);
+        }
+        if started.elapsed() > CONSOLE_DEADLINE {
+            return Err(refuse(match seen {
+                Some(keys) => format!(
+                    "its console vouches for {} only, not the key it offers",
+                    host_keys::fingerprints(&keys)
+                ),
+                None => format!(
+                    "its console showed no host keys in {}s, so the new one cannot be vouched for",
+                    CONSOLE_DEADLINE.as_secs()
+                ),
+            }));
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
 }

@@ -405,6 +405,17 @@ impl Compute {
             .map(drop)
     }
 
+    /// `POST /servers/{id}/action` with `os-getConsoleOutput`: the last `lines` lines of the
+    /// server's console (where cloud-init prints the host keys it made).
+    pub async fn console_output(&self, id: &str, lines: u32) -> Result<String, OpenStackError> {
+        let path = format!("servers/{id}/action");
+        let body = json!({ "os-getConsoleOutput": { "length": lines } });
+        self.session
+            .send(&Request::post(S, path, body))
+            .await?
+            .json_at("output")
+    }
+
     /// `GET /limits` absolute limits of the project.
     pub async fn limits(&self) -> Result<ComputeLimits, OpenStackError> {
         #[derive(Deserialize)]

@@ -109,6 +109,18 @@ pub trait Provider: Send + Sync {
         })
     }
 
+    /// The last lines node `node`'s console printed, read through the cloud (where
+    /// cloud-init shows the host keys it made, see [`crate::host_keys::on_console`]): what
+    /// may vouch for a key that changed when the tool started or re-made the server. None when
+    /// the provider has no console.
+    fn console<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _node: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(async { Ok(None) })
+    }
+
     /// Stops these nodes of the cluster (by name) so that they hold no compute resources,
     /// keeping their disks, addresses and everything else, and waits until they are stopped
     /// (OpenStack: shelved and offloaded; locally: the containers stopped). Nodes already

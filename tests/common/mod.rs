@@ -293,3 +293,68 @@ pub fn http_get(url: &str) -> (String, String) {
         body.to_string(),
     )
 }
+
+/// Gives the node container `container` new SSH host keys behind the tool's back (sshd reloads
+/// them on SIGHUP); returns the fingerprint of its new ED25519 key.
+pub fn new_host_keys_behind_the_tools_back(container: &str) -> String {
+    let out = Command::new("docker")
+        .args([
+            "exec",
+            container,
+            "sh",
+            "-ec",
+            "rm -f /etc/ssh/ssh_host_*; ssh-keygen -A >/dev/null; pkill -HUP -o -x sshd; \
+             ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub",
+        ])
+        .output()
+        .expect("docker exec");
+    assert!(
+        out.status.success(),
+        "new host keys in {container}: {out:?}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let fingerprint = text
+        .split_whitespace()
+        .find(|w| w.starts_with("SHA256:"))
+        .unwrap_or_else(|| panic!("no fingerprint in {text}"))
+        .to_string();
+    // sshd re-executes itself on SIGHUP: a moment before it listens again
+    std::thread::sleep(Duration::from_secs(2));
+    fingerprint
+}
+
+/// A command that meets a node whose host key changed behind the tool's back stops at once
+/// (not after its SSH wait) with one line: the node, the pinned and the offered fingerprint,
+/// and the `ssh-keygen -R` that forgets the old key. Running that, as the line says, lets the
+/// next command learn the new key.
+pub fn stops_on_changed_host_key(c: &TestCluster, node: &str, offered: &str) {
+    let check = c.hvd(&["check", &c.profile]);
+    let err = String::from_utf8_lossy(&check.stderr);
+    assert_eq!(check.status.code(), Some(1), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("its SSH host key changed"))
+        .unwrap_or_else(|| panic!("no host key line: {err}"));
+    assert!(
+        line.contains(&format!("{node}: its SSH host key changed: ")),
+        "{line}"
+    );
+    assert!(line.contains(&format!("now offers {offered}")), "{line}");
+    let known_hosts = c.state.join(&c.name).join("known_hosts");
+    assert!(line.contains(" pins SHA256:"), "{line}");
+    assert!(
+        line.contains(&format!(
+            "`ssh-keygen -f '{}' -R {node}`",
+            known_hosts.display()
+        )),
+        "{line}"
+    );
+    assert!(!err.contains("still no SSH"), "it waited: {err}");
+    let forget = Command::new("ssh-keygen")
+        .arg("-f")
+        .arg(&known_hosts)
+        .args(["-R", node])
+        .output()
+        .expect("ssh-keygen -R");
+    assert!(forget.status.success(), "{forget:?}");
+}

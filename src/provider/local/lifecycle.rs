@@ -1,6 +1,6 @@
 //! Rebooting, stopping and starting a local cluster's node containers: `docker restart`,
 //! `docker stop` / `docker start` (with [`STOPPED_MARK`] set and cleared), only ever on
-//! containers this cluster made.
+//! containers this cluster made; and reading what a node printed (its console).
 
 use super::{docker, LocalProvider, STOPPED_MARK};
 use crate::provider::{Freed, ProviderError};
@@ -51,6 +51,25 @@ impl LocalProvider {
         }))
         .await?;
         Ok(())
+    }
+
+    /// The last 1000 lines node container `node` printed: its entrypoint shows the host keys
+    /// it made, as cloud-init does on a cloud server's console. None for a name that is not a
+    /// node of this cluster.
+    pub async fn console(
+        &self,
+        cluster: &str,
+        node: &str,
+    ) -> Result<Option<String>, ProviderError> {
+        if !self
+            .containers(cluster)
+            .await?
+            .iter()
+            .any(|c| c.names == node)
+        {
+            return Ok(None);
+        }
+        docker(&["logs", "--tail", "1000", node]).await.map(Some)
     }
 
     /// Refuses names that are not node containers of this cluster.

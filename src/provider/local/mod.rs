@@ -513,6 +513,14 @@ impl Provider for LocalProvider {
         Box::pin(LocalProvider::reboot(self, cluster, nodes))
     }
 
+    fn console<'a>(
+        &'a self,
+        cluster: &'a str,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(LocalProvider::console(self, cluster, node))
+    }
+
     fn stop<'a>(
         &'a self,
         cluster: &'a str,

@@ -241,6 +241,20 @@ impl OpenStackProvider {
         }
     }
 
+    /// The last 1000 lines of server `node`'s console (None when the cluster has no such
+    /// server).
+    pub async fn console(
+        &self,
+        cluster: &str,
+        node: &str,
+    ) -> Result<Option<String>, ProviderError> {
+        let servers = self.servers(cluster).await?;
+        let Some(s) = Self::find(&servers, node) else {
+            return Ok(None);
+        };
+        Ok(Some(self.os.compute().console_output(&s.id, 1000).await?))
+    }
+
     /// Unshelves the servers named `nodes` (all at once) and waits until each is ACTIVE with
     /// no task left. A server still shelving is waited for first.
     pub async fn start(&self, cluster: &str, nodes: &[String]) -> Result<(), ProviderError> {

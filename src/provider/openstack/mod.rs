@@ -180,6 +180,14 @@ impl Provider for OpenStackProvider {
         Box::pin(OpenStackProvider::reboot(self, cluster, nodes))
     }
 
+    fn console<'a>(
+        &'a self,
+        cluster: &'a str,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(OpenStackProvider::console(self, cluster, node))
+    }
+
     fn stop<'a>(
         &'a self,
         cluster: &'a str,

@@ -37,8 +37,14 @@ chown "$NODE_USER:$NODE_USER" "$ak.new"; chmod 600 "$ak.new"; mv "$ak.new" "$ak"
 log "$(grep -c . "$ak") authorized key(s) for $NODE_USER"
 unset SSH_AUTHORIZED_KEYS
 
-# --- per-node host keys (kept across restarts of the same container)
+# --- per-node host keys (kept across restarts of the same container), shown on the console
+# (this container's output, what `docker logs` and the test cloud's console API read) in the
+# block cloud-init's keys_to_console prints on a cloud server: where hvd-cluster takes a new key
+# from when a server it started or re-made comes back with one
 ssh-keygen -A > /dev/null
+echo "-----BEGIN SSH HOST KEY KEYS-----"
+cat /etc/ssh/ssh_host_*_key.pub
+echo "-----END SSH HOST KEY KEYS-----"
 
 # --- cloud-init: /run is no tmpfs in a container, so drop the last boot's state as a reboot would
 rm -rf /run/cloud-init

@@ -106,6 +106,17 @@ class DockerNodeDriver(fake.FakeDriverWithoutFakeNodes):
         return instance.uuid in self._containers or bool(
             instance.system_metadata.get(IMAGE_PROP))
 
+    def get_console_output(self, context, instance):
+        """A node server's console: its container's output, where the node image's entrypoint
+        prints the host keys as cloud-init does on a real server's console."""
+        if not self._is_node(instance):
+            return super().get_console_output(context, instance)
+        try:
+            return docker("logs", "--tail", "1000", container_name(instance.uuid))
+        except DockerError as e:
+            LOG.warning("hvd docker driver: no console: %s", e, instance=instance)
+            raise exception.ConsoleNotAvailable()
+
     # ------------------------------------------------------------------ lifecycle
     def spawn(self, context, instance, image_meta, injected_files, admin_password,
               allocations, network_info=None, block_device_info=None, power_on=True,
