@@ -612,11 +612,14 @@ fn autostop_then_start(
         states.len() == 2 && states.iter().all(|s| s == "ShelvedOffloaded/None"),
         "{states:?}"
     );
+    let asked = Instant::now();
     assert_eq!(c.status_json()["state"], "stopped");
+    let status_took = asked.elapsed();
     eprintln!(
-        "bench: the agent stopped the cluster in {:.0}s once idle; `stop` {:.0}s; start to a passing check {:.0}s vs the first up {:.0}s ({:.2}x)",
+        "bench: the agent stopped the cluster in {:.0}s once idle; `stop` {:.0}s; `status` of the stopped cluster {:.2}s; start to a passing check {:.0}s vs the first up {:.0}s ({:.2}x)",
         stop_took.as_secs_f64(),
         by_hand.as_secs_f64(),
+        status_took.as_secs_f64(),
         start_took.as_secs_f64(),
         up_took.as_secs_f64(),
         start_took.as_secs_f64() / up_took.as_secs_f64().max(1.0)
