@@ -1,6 +1,6 @@
 //! A user's own image as the cluster's containers (`container.source = "pull"` of an image we
-//! do not make), end to end on ONE local cluster (master + 2 workers) and the private registry
-//! of tests/registry/start. The image is the stand-in for a vendor's framework container
+//! do not make), end to end on ONE local cluster (master + 2 workers) of the shipped
+//! profiles/local-own-image.toml and the private registry of tests/registry/start. The image is the stand-in for a vendor's framework container
 //! (tests/registry/standins/Dockerfile, `like-vendor`: Debian's PyTorch and Horovod from PyPI,
 //! no OpenSSH at all, no Jupyter, an entrypoint that prints a banner and runs its arguments, a
 //! non-root default user, nothing of ours inside), pulled with the credentials in
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use common::jupyter::{horovodrun_in_terminal, jupyter_url};
 use common::mnist::assert_mnist_ran_everywhere;
-use common::registry::{Registry, NO_HOROVOD, OUR_IMAGE, VENDOR_STAND_IN};
+use common::registry::{Registry, NO_HOROVOD, VENDOR_STAND_IN};
 use common::{ElasticJob, TestCluster};
 
 fn text(out: &Output) -> String {
@@ -41,15 +41,24 @@ fn a_users_image_runs_the_cluster() {
     let registry = Registry::start();
     let good = registry.image(VENDOR_STAND_IN);
     let bad = registry.image(NO_HOROVOD);
-    let c = TestCluster::new("local.toml", "t-own", |p| {
+    // The shipped profile (profiles/local-own-image.toml) as a user copies it: its CA path,
+    // relative to the profiles folder, made absolute for the copy, and at first an image that
+    // cannot serve in place of the one it names.
+    let shipped_ca = "registry_ca = \"../tests/registry/state/ca.crt\"";
+    let c = TestCluster::new("local-own-image.toml", "t-own", |p| {
+        assert!(p.contains(&format!("image = \"{good}\"")), "{p}");
+        assert!(p.contains(shipped_ca), "{p}");
         p.replace(
-            &format!("image = \"{OUR_IMAGE}\""),
+            shipped_ca,
             &format!(
-                "image = \"{bad}\"\nregistry_ca = \"{}\"",
+                "registry_ca = \"{}\"",
                 registry.state.join("ca.crt").display()
             ),
         )
-        .replace("source = \"build\"", "source = \"pull\"")
+        .replace(
+            &format!("image = \"{good}\""),
+            &format!("image = \"{bad}\""),
+        )
     });
     let (name, profile) = (c.name.clone(), c.profile.clone());
     let no_docker_config = tempfile::tempdir().expect("a temp dir");
