@@ -7,9 +7,11 @@
 //! Docker. `[lifecycle] autostop` is on from the first `up`; it is turned off and on again
 //! with `up`, and the agent on the master keeps the cluster up while a job runs and stops it
 //! (every server shelved and offloaded) once it has been idle, through the cloud's API with
-//! the credential limited to the cluster's servers. A second test deletes a worker server as
-//! admin during an elastic run (a preemption): `heal` replaces it and renews the agent's
-//! credential.
+//! the credential limited to the cluster's servers. `start` then brings the servers back with
+//! new host keys, each vouched for by its console. On the same cluster (one cluster for the
+//! whole file: each `up` of three node containers costs minutes of the suite's 2 cores), a
+//! worker server is deleted as admin during an elastic run (a preemption): `heal` replaces it
+//! and renews the agent's credential.
 //!
 //! Needs the cloud and the node image: `tests/cloud/install && tests/cloud/start &&
 //! scripts/build-images` (scripts/test does all three).
@@ -159,6 +161,7 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
             &String::from_utf8_lossy(&up.stderr),
         );
         start_vouches_for_new_host_keys(&c, &nodes);
+        heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run(&c);
     });
     down_leaves_nothing(&c, &before, result);
 }
@@ -196,60 +199,57 @@ fn start_vouches_for_new_host_keys(c: &TestCluster, nodes: &[String]) {
     c.on_node("master", &["true"]);
 }
 
-/// A preemption: the cloud deletes a worker's server (as its admin would) during an elastic
-/// run; the job shrinks, `heal` replaces the worker (and, the servers having changed, gives
-/// the autostop agent a new credential, the old one deleted), the job grows back.
-#[test]
-fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run() {
-    require_cloud();
-    require_node_image();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // autostop on (long enough never to fire here): `heal` must renew its credential
-    let c = TestCluster::new("local-cloud-hosts.toml", "t-preempt", |p| {
-        p.replace("10.61.0.0/24", "10.62.0.0/24") + &lifecycle("10m")
-    });
+/// A preemption, on the same cluster with autostop on again (long enough never to fire here):
+/// the cloud deletes a worker's server (as its admin would) during an elastic run; the job
+/// shrinks, `heal` replaces the worker (and, the servers having changed, gives the autostop
+/// agent a new credential, the old one deleted), the job grows back.
+fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run(c: &TestCluster) {
+    with_autostop(c, "10m");
+    assert!(c.hvd(&["up", &c.profile]).status.success());
     let rt = runtime();
-    let before = cloud_containers();
-    let result = std::panic::catch_unwind(|| {
-        assert!(c.hvd(&["up", &c.profile]).status.success());
-        let mut job = ElasticJob::start(&c, 3);
-        job.wait_size(2, Duration::from_secs(300));
+    let os = rt.block_on(client("local-user"));
+    let credentials = || -> Vec<u32> {
+        rt.block_on(hvd_cluster::provider::openstack::credential::existing(
+            &os, &c.name,
+        ))
+        .unwrap()
+        .into_iter()
+        .map(|(g, _)| g)
+        .collect()
+    };
+    let before = credentials();
+    assert_eq!(before.len(), 1, "one credential for the agent: {before:?}");
+    let mut job = ElasticJob::start(c, 3);
+    job.wait_size(2, Duration::from_secs(300));
 
-        let victim = format!("{}-worker-1", c.name);
-        let id = server_id(&c, &victim);
-        let admin = rt.block_on(client("local-admin"));
-        rt.block_on(admin.compute().delete_server(&id))
-            .expect("admin deletes the worker's server");
-        job.wait_size(1, Duration::from_secs(180));
+    let victim = format!("{}-worker-1", c.name);
+    let id = server_id(c, &victim);
+    let admin = rt.block_on(client("local-admin"));
+    rt.block_on(admin.compute().delete_server(&id))
+        .expect("admin deletes the worker's server");
+    job.wait_size(1, Duration::from_secs(180));
 
-        let heal = c.hvd(&["heal", &c.profile]);
-        assert!(heal.status.success());
-        let healed = String::from_utf8_lossy(&heal.stdout);
-        assert!(healed.contains(&victim), "{healed}");
-        let said = String::from_utf8_lossy(&heal.stderr);
-        assert!(
-            said.contains(&format!("credential hvd-cluster-{}-autostop-2", c.name)),
-            "a new server, a new credential: {said}"
-        );
-        let os = rt.block_on(client("local-user"));
-        let left: Vec<u32> = rt
-            .block_on(hvd_cluster::provider::openstack::credential::existing(
-                &os, &c.name,
-            ))
-            .unwrap()
-            .into_iter()
-            .map(|(g, _)| g)
-            .collect();
-        assert_eq!(left, [2], "the old credential is deleted");
-        job.wait_size(2, Duration::from_secs(300));
-        assert_eq!(
-            c.listed_in_discovery(),
-            [2, 3].map(|i| format!("{}-worker-{i}", c.name))
-        );
-        let sizes = job.stop_and_verify(&c);
-        assert!(sizes.contains(&1) && sizes.contains(&2), "{sizes:?}");
-    });
-    down_leaves_nothing(&c, &before, result);
+    let heal = c.hvd(&["heal", &c.profile]);
+    assert!(heal.status.success());
+    let healed = String::from_utf8_lossy(&heal.stdout);
+    assert!(healed.contains(&victim), "{healed}");
+    let said = String::from_utf8_lossy(&heal.stderr);
+    let renewed = before[0] + 1;
+    assert!(
+        said.contains(&format!(
+            "credential hvd-cluster-{}-autostop-{renewed}",
+            c.name
+        )),
+        "a new server, a new credential: {said}"
+    );
+    assert_eq!(credentials(), [renewed], "the old credential is deleted");
+    job.wait_size(2, Duration::from_secs(300));
+    assert_eq!(
+        c.listed_in_discovery(),
+        [2, 3].map(|i| format!("{}-worker-{i}", c.name))
+    );
+    let sizes = job.stop_and_verify(c);
+    assert!(sizes.contains(&1) && sizes.contains(&2), "{sizes:?}");
 }
 
 /// The cluster came up with `autostop = "10m"`: the agent is there with a credential limited
