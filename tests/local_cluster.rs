@@ -3,7 +3,9 @@
 //! and passes the acceptance check (containers, /shared over NFS, Jupyter's title, an
 //! allreduce where every rank reports its host); a real training job runs on all 3 hosts;
 //! `up` again changes nothing; `stop` and `start` bring the same cluster back with /shared
-//! as it was; `down` leaves no container, network or volume.
+//! as it was; a master host key changed behind the tool's back stops the next command with one
+//! line; `bench` reports and stops on Ctrl-C (tests/common/bench_report.rs); `down` leaves no
+//! container, network or volume.
 //!
 //! Needs Docker and debootstrap (scripts/test installs what is missing through .ci/run).
 
@@ -214,6 +216,7 @@ fn local_cluster_up_check_train_again_down() {
         assert!(out.contains("3 rank(s) joined"), "{out}");
 
         stop_and_start(&c);
+        common::bench_report::bench_on_a_running_cluster(&c);
     });
 
     let down = c.hvd(&["down", profile]);

@@ -1,7 +1,10 @@
-//! What `bench --json` must say on a master + one worker cluster at 1 and 2 slots, whatever the
-//! framework: tests/bench.rs (TensorFlow) and tests/pytorch_cluster.rs (PyTorch, on its cluster).
+//! What `bench --json` must say at 1 and 2 slots (the master, then the first worker), whatever
+//! the framework: tests/local_cluster.rs (TensorFlow, through [`bench_on_a_running_cluster`])
+//! and tests/pytorch_cluster.rs (PyTorch, on its cluster).
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use super::TestCluster;
 
@@ -102,4 +105,135 @@ pub fn check_chart(c: &TestCluster, chart: &str) {
         "['efficiency', 'ideal', 'images-per-sec'] 3 1",
         "{chart}"
     );
+}
+
+/// `bench` on a running local cluster of a master and two workers (tests/local_cluster.rs):
+/// more slots than it has refused before anything runs; the scaling report at 1 and 2 slots
+/// as JSON and as a table, every rank at every slot count on the host the plan put it on, the
+/// SVG chart well formed (parsed by Python's XML parser) in the cluster's folder; Ctrl-C stops
+/// the job on every node (exit 130, no rank left). Figures are not asserted: a benchmark is
+/// never a timed test.
+pub fn bench_on_a_running_cluster(c: &TestCluster) {
+    let profile = c.profile.as_str();
+
+    // More slots than the cluster has: exit 2, nothing run.
+    let over = c.hvd(&["bench", profile, "--slots", "1,4"]);
+    assert_eq!(over.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&over.stderr);
+    assert!(
+        err.contains("--slots `1,4`: 4 is more than the cluster's 3 slot(s)"),
+        "{err}"
+    );
+
+    // JSON, with few steps.
+    let json = c.hvd(&[
+        "bench", profile, "--slots", "1,2", "--json", "--steps", "3", "--warmup", "1",
+    ]);
+    assert!(json.status.success(), "bench --json succeeds");
+    let report: serde_json::Value =
+        serde_json::from_slice(&json.stdout).expect("bench --json prints JSON");
+    check_report(c, &report, "tensorflow");
+    let progress = String::from_utf8_lossy(&json.stderr);
+    assert!(
+        progress.contains("2 slot(s) on 2 host(s): step 3/3"),
+        "progress names the slot count and the step: {progress}"
+    );
+
+    // The table, with the default steps.
+    let table = c.hvd(&["bench", profile, "--slots", "1,2"]);
+    assert!(table.status.success(), "bench succeeds");
+    let text = String::from_utf8_lossy(&table.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with(&format!("bench `{}`: tensorflow, resnet8", c.name)));
+    assert_eq!(
+        lines[1].split_whitespace().collect::<Vec<_>>(),
+        [
+            "slots",
+            "hosts",
+            "images/s",
+            "per",
+            "slot",
+            "speed-up",
+            "efficiency"
+        ]
+    );
+    for (line, slots) in lines[2..4].iter().zip(["1", "2"]) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cols.len(), 6, "{line}");
+        assert_eq!((cols[0], cols[1]), (slots, slots), "{line}");
+        assert!(cols[4].ends_with('x') && cols[5].ends_with('%'), "{line}");
+    }
+    assert!(text.contains("allreduce bus bandwidth"), "{text}");
+    let chart = text
+        .lines()
+        .find_map(|l| l.strip_prefix("chart: "))
+        .expect("the chart's path is printed");
+    check_chart(c, chart);
+
+    // Ctrl-C during the 2-slot job: exit 130, and no rank or horovodrun left on any node.
+    let mut job = c
+        .command(&["bench", profile, "--slots", "2", "--steps", "10000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run hvd-cluster");
+    let stderr = job.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        eprintln!("[bench] {line}");
+        seen.push(line.clone());
+        if line.contains("2 slot(s) on 2 host(s): step 1/") {
+            // The job runs on both nodes (which also shows that the check below sees it).
+            for node in ["master", "worker-1"] {
+                let running = bench_processes(&format!("{}-{node}", c.name));
+                assert!(running.contains("bench_tensorflow.py"), "{node}: {running}");
+            }
+            let pid = job.id().to_string();
+            assert!(Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .unwrap()
+                .success());
+        }
+        assert!(Instant::now() < deadline, "no step within 180s: {seen:?}");
+    }
+    let status = job.wait().unwrap();
+    let said = seen.join("\n");
+    assert_eq!(status.code(), Some(130), "{said}");
+    assert!(
+        said.contains(
+            "interrupted at 2 slot(s) on 2 host(s); the job was stopped on 2 of 2 node(s)"
+        ),
+        "{said}"
+    );
+    for node in ["master", "worker-1"] {
+        let left = bench_processes(&format!("{}-{node}", c.name));
+        assert_eq!(left, "", "nothing of the job is left on {node}");
+    }
+}
+
+/// Processes of a bench run in a node's Horovod container (pgrep: none found is exit 1).
+fn bench_processes(node_container: &str) -> String {
+    let out = Command::new("docker")
+        .args([
+            "exec",
+            node_container,
+            "docker",
+            "exec",
+            "hvd",
+            "pgrep",
+            "-af",
+            "hvdbench-[0-9a-f]",
+        ])
+        .output()
+        .expect("docker");
+    let found = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        matches!(out.status.code(), Some(0) if !found.is_empty()) || out.status.code() == Some(1),
+        "pgrep in {node_container}: {:?} {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    found
 }
