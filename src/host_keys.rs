@@ -116,18 +116,24 @@ pub struct Changed {
 }
 
 pub fn changed_in(ssh_stderr: &str) -> Option<Changed> {
-    let lower = ssh_stderr.to_lowercase();
+    // ASCII lowercase keeps every byte where it was: an index into it is one into the text
+    let lower = ssh_stderr.to_ascii_lowercase();
     let said = lower.contains("remote host identification has changed")
         || (lower.contains("host key for ") && lower.contains(" has changed"));
     if !said {
         return None;
     }
-    let alias = ssh_stderr.split("Host key for ").nth(1).and_then(|rest| {
-        let name = rest.split_whitespace().next()?;
-        crate::input::check_host_label(name)
-            .is_ok()
-            .then(|| name.to_string())
-    });
+    // OpenSSH: "ED25519 host key for NAME has changed and you have requested strict checking."
+    const FOR: &str = "host key for ";
+    let alias = lower
+        .find(FOR)
+        .and_then(|at| ssh_stderr.get(at + FOR.len()..))
+        .and_then(|rest| {
+            let name = rest.split_whitespace().next()?;
+            crate::input::check_host_label(name)
+                .is_ok()
+                .then(|| name.to_string())
+        });
     let offered = ssh_stderr.split("SHA256:").skip(1).find_map(|rest| {
         let body: String = rest
             .chars()
@@ -238,7 +244,7 @@ mod tests {
             The fingerprint for the ED25519 key sent by the remote host is\n\
             SHA256:ttTjziGCeL/VYjsHHTmvyT4S36604crUx5o87GXuPOQ.\n\
             Please contact your system administrator.\n\
-            Host key for c-master has changed and you have requested strict checking.\n\
+            ED25519 host key for c-master has changed and you have requested strict checking.\n\
             Host key verification failed.";
         let seen = changed_in(stderr).expect("the changed-key error");
         assert_eq!(seen.alias.as_deref(), Some("c-master"));
