@@ -214,6 +214,7 @@ pub async fn fan_out_image(
                     0o755,
                 )
                 .await?;
+            let started = std::time::Instant::now();
             let out = w
                 .ssh
                 .sudo(&worker_fetch_command(&parent, &relay, bytes, file, quoted_image))
@@ -246,7 +247,14 @@ pub async fn fan_out_image(
                 bytes: got,
                 secs,
             };
-            Ok::<String, BootstrapError>(format!("{}: {}", w.node.name, t.describe()))
+            // The transfer's figure ends with the stream; `docker load` goes on applying the
+            // layers after it (under emulation for minutes): say when the image was there.
+            Ok::<String, BootstrapError>(format!(
+                "{}: {}; loaded after {:.1}s",
+                w.node.name,
+                t.describe(),
+                started.elapsed().as_secs_f64()
+            ))
         }
     }))
     .await;
