@@ -49,8 +49,8 @@ FLAVORS = {
     # ignored by the default scheduler filters, so the fake driver still schedules it.
     "g1.a100": ("10", 8, 65536, 100, {"gpu:model": "nvidia-a100", "gpu:count": "1"}),
     # for servers of VM_IMAGE (libvirt guests under emulation: each vCPU is a host thread).
-    # 4 GiB: at 2 GiB the master's `docker load` ran three times the worker's (it keeps the
-    # image file in its page cache while it serves it), see docs/notes/suite-time.md
+    # 4 GiB: 2 GiB left both guests under 100 MB free while they loaded the image (the
+    # load took as long at 4 GiB, see docs/notes/suite-time.md; the room costs nothing here)
     "v1.vm": ("20", 2, 4096, 10, {}),
 }
 IMAGE = "debian-12-genericcloud-amd64"
