@@ -165,7 +165,14 @@ async fn vouch_for(
             if keys.iter().any(|k| k.fingerprint() == offered) {
                 let _one_at_a_time = v.lock.lock().await;
                 let path = crate::ssh::known_hosts_path(config);
-                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                // Another error than a missing file must not make us drop the other pins.
+                let text = match std::fs::read_to_string(&path) {
+                    Ok(text) => text,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+                    Err(e) => {
+                        return Err(refuse(format!("cannot read {}: {e}", path.display())));
+                    }
+                };
                 crate::state::write_atomic(
                     &path,
                     host_keys::repin(&text, &node, &keys).as_bytes(),
