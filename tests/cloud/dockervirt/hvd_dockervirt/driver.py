@@ -22,6 +22,7 @@ import threading
 
 from nova.compute import power_state
 from nova import exception
+from nova import objects
 from nova.virt import fake
 from nova.virt import hardware
 from oslo_log import log as logging
@@ -68,10 +69,10 @@ def _vif_wiring(vif):
     raise DockerError(f"port {vif['id']} has no IPv4 address: only IPv4 is wired")
 
 
-def _seed_tar(instance):
+def _seed_tar(instance, key_data):
     """A tar of the NoCloud seed, extracted at / before the container first starts."""
     meta = {"instance-id": instance.uuid, "local-hostname": instance.hostname,
-            "public-keys": [instance.key_data] if instance.key_data else []}
+            "public-keys": [key_data] if key_data else []}
     files = {"meta-data": json.dumps(meta).encode(),   # JSON is YAML
              "user-data": base64.b64decode(instance.user_data) if instance.user_data else b""}
     buf = io.BytesIO()
@@ -124,7 +125,14 @@ class DockerNodeDriver(fake.FakeDriverWithoutFakeNodes):
         image = instance.system_metadata.get(IMAGE_PROP)
         if image:
             try:
-                self._run_container(instance, image, network_info or [], power_on)
+                key_data = instance.key_data
+                if not key_data:
+                    # An unshelve hands the driver the instance with key_data scrubbed (a real
+                    # driver restores the root disk, which holds the key). A node container
+                    # starts from its image again: it takes the key the database keeps, as
+                    # cloud-init on a fresh disk takes it from the metadata service.
+                    key_data = objects.Instance.get_by_uuid(context, instance.uuid).key_data
+                self._run_container(instance, image, network_info or [], power_on, key_data)
             except DockerError as e:
                 LOG.error("hvd docker driver: %s", e, instance=instance)
                 try:
@@ -139,7 +147,7 @@ class DockerNodeDriver(fake.FakeDriverWithoutFakeNodes):
                       block_device_info=block_device_info, power_on=power_on,
                       accel_info=accel_info)
 
-    def _run_container(self, instance, image, network_info, power_on):
+    def _run_container(self, instance, image, network_info, power_on, key_data):
         name = container_name(instance.uuid)
         try:
             docker("image", "inspect", "--format", "{{.Id}}", image)
@@ -152,7 +160,7 @@ class DockerNodeDriver(fake.FakeDriverWithoutFakeNodes):
         args = ["create", "--name", name, "--hostname", instance.hostname,
                 "--label", f"{LABEL}=1", "--label", f"{INSTANCE_LABEL}={instance.uuid}",
                 *NODE_FLAGS, "-v", f"{volume}:/var/lib/docker",
-                "-e", f"NODE_USER={user}", "-e", f"SSH_AUTHORIZED_KEYS={instance.key_data or ''}"]
+                "-e", f"NODE_USER={user}", "-e", f"SSH_AUTHORIZED_KEYS={key_data or ''}"]
         with _wiring:
             nets = [self._ensure_network(*v) for v in vifs]
             docker("volume", "create", "--label", f"{LABEL}=1",
@@ -167,7 +175,7 @@ class DockerNodeDriver(fake.FakeDriverWithoutFakeNodes):
             for net, vif in zip(nets[1:], vifs[1:]):
                 docker("network", "connect", "--ip", vif[3], net, name)
         # the seed is on the container's disk before its first boot, as a config drive would be
-        docker("cp", "-", f"{name}:/", stdin=_seed_tar(instance))
+        docker("cp", "-", f"{name}:/", stdin=_seed_tar(instance, key_data))
         if power_on:
             docker("start", name)
         LOG.info("hvd docker driver: %s runs %s at %s", name, image,
