@@ -22,7 +22,6 @@ import threading
 
 from nova.compute import power_state
 from nova import exception
-from nova import objects
 from nova.virt import fake
 from nova.virt import hardware
 from oslo_log import log as logging
@@ -127,11 +126,13 @@ class DockerNodeDriver(fake.FakeDriverWithoutFakeNodes):
             try:
                 key_data = instance.key_data
                 if not key_data:
-                    # An unshelve hands the driver the instance with key_data scrubbed (a real
-                    # driver restores the root disk, which holds the key). A node container
-                    # starts from its image again: it takes the key the database keeps, as
+                    # An unshelve hands the driver the instance with key_data scrubbed (and
+                    # saved so until the spawn is over): a real driver restores the root disk,
+                    # which holds the key. A node container starts from its image again, so it
+                    # takes the key from the instance's keypairs (kept apart, not scrubbed), as
                     # cloud-init on a fresh disk takes it from the metadata service.
-                    key_data = objects.Instance.get_by_uuid(context, instance.uuid).key_data
+                    keypairs = instance.keypairs
+                    key_data = "\n".join(k.public_key for k in keypairs) if keypairs else ""
                 self._run_container(instance, image, network_info or [], power_on, key_data)
             except DockerError as e:
                 LOG.error("hvd docker driver: %s", e, instance=instance)
