@@ -183,7 +183,7 @@ fn start_vouches_for_new_host_keys(c: &TestCluster, nodes: &[String]) {
     for n in nodes {
         let line = err
             .lines()
-            .find(|l| l.starts_with(&format!("{n}: new SSH host key SHA256:")))
+            .find(|l| l.contains(&format!("] {n}: new SSH host key SHA256:")))
             .unwrap_or_else(|| panic!("no new key for {n}: {err}"));
         assert!(
             line.ends_with(
