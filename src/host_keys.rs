@@ -25,11 +25,12 @@ const KEY_TYPES: &[&str] = &[
 pub const CONSOLE_BEGIN: &str = "-----BEGIN SSH HOST KEY KEYS-----";
 pub const CONSOLE_END: &str = "-----END SSH HOST KEY KEYS-----";
 
-/// One public host key: its type and its base64 body, both checked.
+/// One public host key: its type and its base64 body, both checked, and its fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostKey {
     pub kind: String,
     pub body: String,
+    fingerprint: String,
 }
 
 impl HostKey {
@@ -50,22 +51,21 @@ impl HostKey {
         if blob.get(4..4 + len)? != kind.as_bytes() {
             return None;
         }
+        // OpenSSH's fingerprint: `SHA256:` and the unpadded base64 of the blob's SHA-256.
+        let fingerprint = format!(
+            "SHA256:{}",
+            base64::engine::general_purpose::STANDARD_NO_PAD.encode(Sha256::digest(&blob))
+        );
         Some(HostKey {
             kind: kind.to_string(),
             body: body.to_string(),
+            fingerprint,
         })
     }
 
-    /// OpenSSH's fingerprint: `SHA256:` and the unpadded base64 of the blob's SHA-256.
-    pub fn fingerprint(&self) -> String {
-        let blob = base64::engine::general_purpose::STANDARD
-            .decode(&self.body)
-            .unwrap_or_default();
-        let digest = Sha256::digest(&blob);
-        format!(
-            "SHA256:{}",
-            base64::engine::general_purpose::STANDARD_NO_PAD.encode(digest)
-        )
+    /// The key's fingerprint as `ssh-keygen -l` prints it (`SHA256:...`).
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
     }
 }
 
