@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::cloud::{allocations, client, clouds_yaml, leftovers, require_cloud, runtime};
+use common::cloud::{
+    allocations, client, clouds_yaml, in_api_project, leftovers, require_cloud, runtime, API_CLOUD,
+};
 
-/// The tests share one project's quota: run them one at a time.
+/// The tests share one project's quota (`api`, their own): run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 struct Cluster {
@@ -32,7 +34,9 @@ impl Cluster {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/local-cloud.toml"),
         )
         .unwrap();
-        let text = edit(base.replace("name = \"hvd-local\"", &format!("name = \"{name}\"")));
+        let text = edit(in_api_project(
+            &base.replace("name = \"hvd-local\"", &format!("name = \"{name}\"")),
+        ));
         let dir = tempfile::tempdir().unwrap();
         let profile = dir.path().join("profile.toml");
         std::fs::write(&profile, text).unwrap();
@@ -114,7 +118,7 @@ fn up_again_status_down_leaves_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_cloud();
     let rt = runtime();
-    let os = rt.block_on(client("local-user"));
+    let os = rt.block_on(client(API_CLOUD));
     let c = Cluster::new("t-full", |p| p);
 
     let plan = c.run(&["plan", c.profile(), "--json"]);
@@ -151,11 +155,11 @@ fn down_without_local_state_finds_everything_by_tag() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_cloud();
     let rt = runtime();
-    let os = rt.block_on(client("local-user"));
+    let os = rt.block_on(client(API_CLOUD));
     let c = Cluster::new("t-nostate", |p| p.replace("count = 3", "count = 1"));
     assert!(c.run(&["up", c.profile(), "--infra-only"]).status.success());
     std::fs::remove_dir_all(c.state.path().join(&c.name)).unwrap();
-    let down = c.run(&["down", "--cluster", &c.name, "--cloud", "local-user"]);
+    let down = c.run(&["down", "--cluster", &c.name, "--cloud", API_CLOUD]);
     assert!(down.status.success());
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
 }
@@ -212,7 +216,7 @@ fn killed_up_resumes_and_down_cleans() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_cloud();
     let rt = runtime();
-    let os = rt.block_on(client("local-user"));
+    let os = rt.block_on(client(API_CLOUD));
     for (signal, marker) in [("-INT", "+ subnet"), ("-KILL", "+ server")] {
         let c = Cluster::new(if signal == "-INT" { "t-int" } else { "t-kill" }, |p| {
             p.replace("count = 3", "count = 2")
@@ -235,7 +239,7 @@ fn over_quota_and_unknown_names_create_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_cloud();
     let rt = runtime();
-    let os = rt.block_on(client("local-user"));
+    let os = rt.block_on(client(API_CLOUD));
 
     let c = Cluster::new("t-flavor", |p| {
         p.replace("flavor = \"g1.a100\"", "flavor = \"g1.a10\"")
@@ -326,7 +330,7 @@ fn stop_hands_everything_back_and_up_brings_the_same_servers_back() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_cloud();
     let rt = runtime();
-    let os = rt.block_on(client("local-user"));
+    let os = rt.block_on(client(API_CLOUD));
     let admin = rt.block_on(client("local-admin"));
     let c = Cluster::new("t-stop", |p| p.replace("count = 3", "count = 2"));
     assert!(c.run(&["up", c.profile(), "--infra-only"]).status.success());
@@ -450,7 +454,7 @@ fn the_autostop_credential_stops_its_own_cluster_and_nothing_else() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_cloud();
     let rt = runtime();
-    let os = rt.block_on(client("local-user"));
+    let os = rt.block_on(client(API_CLOUD));
     let a = Cluster::new("t-cred", |p| p.replace("count = 3", "count = 1"));
     let b = Cluster::new("t-othr", |p| p.replace("count = 3", "count = 1"));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

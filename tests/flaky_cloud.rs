@@ -21,7 +21,9 @@ use std::time::Instant;
 mod common;
 mod fault_proxy;
 
-use common::cloud::{client, clouds_yaml, leftovers, require_cloud, runtime};
+use common::cloud::{
+    client, clouds_yaml, in_api_project, leftovers, require_cloud, runtime, API_CLOUD,
+};
 use fault_proxy::FaultProxy;
 use hvd_cluster::openstack::{OpenStack, Query, ServerFilter, ServerStatus};
 use hvd_cluster::provider::openstack::tag;
@@ -29,15 +31,15 @@ use hvd_cluster::provider::openstack::tag;
 /// The tests share one project's quota: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// A clouds.yaml whose `local-user` reaches Keystone through the proxy.
+/// A clouds.yaml whose `local-api` (the API tests' project) reaches Keystone through the proxy.
 fn clouds_through(proxy: &FaultProxy, dir: &Path) -> PathBuf {
     let text = std::fs::read_to_string(clouds_yaml()).expect("the local cloud's clouds.yaml");
     let mut doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("clouds.yaml");
-    let url = doc["clouds"]["local-user"]["auth"]["auth_url"]
+    let url = doc["clouds"][API_CLOUD]["auth"]["auth_url"]
         .as_str()
-        .expect("local-user has an auth_url")
+        .expect("local-api has an auth_url")
         .to_string();
-    doc["clouds"]["local-user"]["auth"]["auth_url"] =
+    doc["clouds"][API_CLOUD]["auth"]["auth_url"] =
         serde_yaml_ng::Value::String(proxy.url_for(&url));
     let path = dir.join("clouds.yaml");
     std::fs::write(&path, serde_yaml_ng::to_string(&doc).expect("yaml")).expect("write");
@@ -58,7 +60,7 @@ impl Cycle {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/local-cloud.toml"),
         )
         .expect("profiles/local-cloud.toml");
-        let text = base
+        let text = in_api_project(&base)
             .replace("name = \"hvd-local\"", &format!("name = \"{name}\""))
             .replace("count = 3", "count = 0")
             .replace("kind = \"manila\"", "kind = \"master-nfs\"")
@@ -252,7 +254,7 @@ fn cycle(
     must_converge: bool,
 ) -> Measured {
     let rt = runtime();
-    let os = rt.block_on(client("local-user"));
+    let os = rt.block_on(client(API_CLOUD));
     let c = Cycle::new(dir, clouds, n);
     let counts = proxy.cycle(rate, 1000 + u64::from(n));
     let (up, up_secs) = c.flaky(&["up", "--infra-only"]);

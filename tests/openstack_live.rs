@@ -4,7 +4,7 @@
 //!     cargo test --test openstack_live -- --nocapture
 //!
 //! Reads `OS_CLIENT_CONFIG_FILE` (default: tests/cloud/state/clouds.yaml) and its clouds
-//! `local-user` (project `demo`) and `local-admin`. If the cloud does not answer, the tests
+//! `local-api` (project `api`, the API-bound tests' own) and `local-admin`. If the cloud does not answer, the tests
 //! fail and say how to start it: they never pass without having run.
 
 use std::collections::{BTreeMap, HashMap};
@@ -23,7 +23,7 @@ use hvd_cluster::openstack::{
 
 type R<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-/// The two tests share the demo project (one lowers its quota): never at the same time.
+/// The two tests share the api project (one lowers its quota): never at the same time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const PUBLIC_KEY: &str =
@@ -651,9 +651,9 @@ async fn leftovers(os: &OpenStack, prefix: &str) -> R<Vec<String>> {
 }
 
 #[tokio::test]
-async fn lifecycle_as_demo_user_leaves_nothing_behind() {
+async fn lifecycle_as_a_project_member_leaves_nothing_behind() {
     let _serial = SERIAL.lock().await;
-    let os = connect("local-user").await;
+    let os = connect("local-api").await;
     let prefix = unique_prefix();
     println!("prefix {prefix}, project {}", os.project_id());
     let mut created = Created::default();
@@ -689,7 +689,7 @@ async fn lifecycle_as_demo_user_leaves_nothing_behind() {
 #[tokio::test]
 async fn server_create_over_instance_quota_is_quota_exceeded() {
     let _serial = SERIAL.lock().await;
-    let user = connect("local-user").await;
+    let user = connect("local-api").await;
     let admin = connect("local-admin").await;
     let project = user.project_id().to_owned();
     let before = admin
@@ -698,7 +698,7 @@ async fn server_create_over_instance_quota_is_quota_exceeded() {
         .await
         .unwrap_or_else(|e| panic!("quota: {e}"));
     let instances = before.get("instances").copied().unwrap_or_default();
-    println!("demo instances quota before: {instances:?}");
+    println!("api instances quota before: {instances:?}");
     let lowered = BTreeMap::from([("instances".to_owned(), instances.in_use)]);
     if let Err(e) = admin.compute().set_quota(&project, &lowered).await {
         panic!("lowering the quota failed: {e}");

@@ -1,7 +1,7 @@
 """Seed the local test cloud through its public APIs, like a small science cloud.
 
 Run by tests/cloud/start with the cloud's venv python:
-  seed.py identity    service project + users, roles, catalog, project/user "demo"
+  seed.py identity    service project + users, roles, catalog, projects/users "demo" and "api"
   seed.py resources   flavors, images, external network, quotas, share and volume types;
                       waits until Manila/Cinder schedulers know a backend pool;
                       writes state/seed.json (names and ids of what was made)
@@ -39,6 +39,8 @@ if CINDER:
     CATALOG["block-storage"] = ("cinder", f"http://{HOST}:8776/v3")
     CATALOG["volumev3"] = ("cinderv3", f"http://{HOST}:8776/v3/%(project_id)s")
 
+# The tenants tests act as (project and user of the same name): demo, then api.
+TENANTS = ["demo", "api"]
 SERVICE_USERS = ["nova", "neutron", "placement", "glance", "manila"] + (["cinder"] if CINDER else [])
 
 # name: (id, vcpus, ram MiB, disk GB, extra specs)
@@ -103,6 +105,15 @@ def identity():
     demo_u = c.identity.create_user(name="demo", password=PASSWORD, domain_id="default",
                                     default_project_id=demo_p.id, email="demo@example.org")
     c.identity.assign_project_role_to_user(demo_p, demo_u, roles["member"])
+    # A second tenant for the tests bound to the API alone (cloud_cli, flaky_cloud,
+    # openstack_live): they lower their project's quota and count what it holds, so with a
+    # project of their own they can run beside the tests of demo's clusters.
+    for name in TENANTS[1:]:
+        p = c.identity.create_project(name=name, domain_id="default",
+                                      description="the tenant the API-bound tests act as")
+        u = c.identity.create_user(name=name, password=PASSWORD, domain_id="default",
+                                   default_project_id=p.id, email=f"{name}@example.org")
+        c.identity.assign_project_role_to_user(p, u, roles["member"])
     for name in SERVICE_USERS:
         u = c.identity.create_user(name=name, password=PASSWORD, domain_id="default")
         # admin: cross-project calls; service: the 2026.1 policies' service-to-service rules
@@ -113,7 +124,7 @@ def identity():
         for iface in ("public", "internal", "admin"):
             c.identity.create_endpoint(service_id=svc.id, interface=iface, url=url,
                                        region_id=REGION)
-    log(f"projects service, demo; users demo, {', '.join(SERVICE_USERS)}; "
+    log(f"projects service, {', '.join(TENANTS)}; users {', '.join(TENANTS)}, {', '.join(SERVICE_USERS)}; "
         f"catalog: {', '.join(CATALOG)}")
 
 
@@ -227,12 +238,14 @@ def resources():
     log(f"external network public {pub.id}, subnet public-subnet 203.0.113.0/24, pools "
         + ", ".join(f"{p['start']}-{p['end']}" for p in pools))
 
-    c.compute.update_quota_set(demo.id, **COMPUTE_QUOTA)
-    c.network.update_quota(demo.id, **NETWORK_QUOTA)
+    tenants = [c.identity.find_project(n, ignore_missing=False) for n in TENANTS]
     sfs = c.shared_file_system
-    r = sfs.put(f"/quota-sets/{demo.id}", json={"quota_set": SHARE_QUOTA},
-                microversion=MANILA_MV)
-    r.raise_for_status()
+    for p in tenants:
+        c.compute.update_quota_set(p.id, **COMPUTE_QUOTA)
+        c.network.update_quota(p.id, **NETWORK_QUOTA)
+        r = sfs.put(f"/quota-sets/{p.id}", json={"quota_set": SHARE_QUOTA},
+                    microversion=MANILA_MV)
+        r.raise_for_status()
     seeded["quotas"] = {"compute": COMPUTE_QUOTA, "network": NETWORK_QUOTA,
                         "share": SHARE_QUOTA}
 
@@ -244,15 +257,16 @@ def resources():
     r.raise_for_status()
     seeded["share_type"] = {"name": "default", "id": r.json()["share_type"]["id"],
                             "driver_handles_share_servers": False}
-    log("share type default (driver_handles_share_servers False), demo quotas set")
+    log(f"share type default (driver_handles_share_servers False), quotas of {', '.join(TENANTS)} set")
 
     if CINDER:
         vt = c.block_storage.create_type(name="standard", is_public=True,
                                          extra_specs={"volume_backend_name": "fake"})
-        c.block_storage.update_quota_set(demo.id, **VOLUME_QUOTA)
+        for p in tenants:
+            c.block_storage.update_quota_set(p.id, **VOLUME_QUOTA)
         seeded["volume_type"] = {"name": "standard", "id": vt.id}
         seeded["quotas"]["volume"] = VOLUME_QUOTA
-        log("volume type standard (default), demo volume quotas set")
+        log(f"volume type standard (default), volume quotas of {', '.join(TENANTS)} set")
 
     wait_for_pool(lambda: sfs.get("/scheduler-stats/pools", microversion=MANILA_MV)
                   .json().get("pools", []), "manila")

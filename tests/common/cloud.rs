@@ -15,6 +15,18 @@ pub fn clouds_yaml() -> PathBuf {
         })
 }
 
+/// The clouds.yaml entry of the project the tests bound to the API alone act in (cloud_cli,
+/// flaky_cloud, openstack_live): `api`, with quotas of its own, so that they can lower them and
+/// count what the project holds while other tests make clusters in `demo` (`local-user`).
+pub const API_CLOUD: &str = "local-api";
+
+/// A profile of the local cloud (`cloud = "local-user"`) moved to the API tests' project.
+pub fn in_api_project(profile: &str) -> String {
+    let from = "cloud = \"local-user\"";
+    assert!(profile.contains(from), "the profile names no `{from}`");
+    profile.replace(from, &format!("cloud = \"{API_CLOUD}\""))
+}
+
 pub fn require_cloud() {
     let file = clouds_yaml();
     let up = file.exists()
