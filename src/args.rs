@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::cluster::Target;
 use crate::cmd::{
-    bench, check, down, heal, jupyter, plan, run, scale, ssh, ssh_config, start, status, stop, up,
-    validate,
+    bench, check, completions, down, heal, jupyter, plan, run, scale, ssh, ssh_config, start,
+    status, stop, up, validate,
 };
 use crate::context::Context;
 use crate::error::Error;
@@ -217,6 +217,21 @@ pub enum Command {
         #[command(flatten)]
         target: TargetArgs,
     },
+    /// Print the shell completion script for SHELL
+    #[command(
+        after_help = "For example: `hvd-cluster completions bash > ~/.local/share/bash-completion/completions/hvd-cluster`, \
+        `hvd-cluster completions zsh > ~/.zfunc/_hvd-cluster` (with ~/.zfunc in fpath), \
+        `hvd-cluster completions fish > ~/.config/fish/completions/hvd-cluster.fish`."
+    )]
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), made from the same definitions as --help
+    #[command(
+        after_help = "For example: `hvd-cluster man > ~/.local/share/man/man1/hvd-cluster.1`, or read it at once with `hvd-cluster man | man -l -`."
+    )]
+    Man,
 }
 
 #[derive(clap::Args, Debug)]
@@ -336,6 +351,8 @@ impl Command {
             Command::Stop { target, json } => stop::stop(ctx, target.into(), json).await,
             Command::Start { file } => start::start(ctx, &file).await,
             Command::Down { target } => down::down(ctx, target.into()).await,
+            Command::Completions { shell } => completions::completions(shell, Args::command()),
+            Command::Man => completions::man_page(Args::command()),
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod completions;
 pub mod down;
 pub mod heal;
 pub mod jupyter;
