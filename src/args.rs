@@ -8,8 +8,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::cluster::Target;
 use crate::cmd::{
-    bench, check, completions, down, heal, jupyter, plan, run, scale, ssh, ssh_config, start,
-    status, stop, up, validate,
+    bench, check, completions, down, heal, jupyter, plan, run, scale, schema, ssh, ssh_config,
+    start, status, stop, up, validate,
 };
 use crate::context::Context;
 use crate::error::Error;
@@ -227,6 +227,11 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print the profile's JSON Schema (what editors such as taplo complete and check keys with)
+    #[command(
+        after_help = "The repository ships the same as profiles/profile.schema.json; a profile names it on its first line with `#:schema ./profile.schema.json` (a path relative to the profile, or a URL). What a schema cannot say (CIDRs, idle times, names the cloud must know) only `validate` checks."
+    )]
+    Schema,
     /// Print the man page (roff), made from the same definitions as --help
     #[command(
         after_help = "For example: `hvd-cluster man > ~/.local/share/man/man1/hvd-cluster.1`, or read it at once with `hvd-cluster man | man -l -`."
@@ -353,6 +358,7 @@ impl Command {
             Command::Down { target } => down::down(ctx, target.into()).await,
             Command::Completions { shell } => completions::completions(shell, Args::command()),
             Command::Man => completions::man_page(Args::command()),
+            Command::Schema => schema::schema(),
         }
     }
 }

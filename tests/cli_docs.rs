@@ -124,3 +124,95 @@ fn the_man_page_renders_with_man() {
     // rendered, not the roff source
     assert!(!text.contains(".TH"), "{text}");
 }
+
+// ---- the profile's JSON Schema (`hvd-cluster schema`, profiles/profile.schema.json)
+
+fn profiles_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles")
+}
+
+fn validator() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(profiles_dir().join("profile.schema.json"))
+        .expect("profiles/profile.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(&text).expect("the schema is JSON");
+    jsonschema::validator_for(&schema).expect("a valid JSON Schema")
+}
+
+/// A TOML profile as the JSON document a schema checks (what taplo does).
+fn as_json(toml_text: &str) -> serde_json::Value {
+    let value: toml::Value = toml::from_str(toml_text).expect("TOML");
+    serde_json::to_value(value).expect("JSON")
+}
+
+fn errors(v: &jsonschema::Validator, toml_text: &str) -> Vec<String> {
+    v.iter_errors(&as_json(toml_text))
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect()
+}
+
+#[test]
+fn the_shipped_schema_is_the_one_the_types_give() {
+    let shipped = std::fs::read_to_string(profiles_dir().join("profile.schema.json")).unwrap();
+    let generated = stdout(&hvd(&["schema"]));
+    assert!(
+        shipped == generated,
+        "profiles/profile.schema.json is not what `hvd-cluster schema` prints: run\n  cargo run -- schema > profiles/profile.schema.json"
+    );
+    let schema: serde_json::Value = serde_json::from_str(&generated).unwrap();
+    assert_eq!(schema["title"], "hvd-cluster profile");
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+}
+
+#[test]
+fn every_shipped_profile_names_the_schema_and_passes_it() {
+    let v = validator();
+    let mut seen = 0;
+    for entry in std::fs::read_dir(profiles_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text.lines().next(),
+            Some("#:schema ./profile.schema.json"),
+            "{}: its first line names the schema for taplo",
+            path.display()
+        );
+        let errs = errors(&v, &text);
+        assert!(errs.is_empty(), "{}: {errs:?}", path.display());
+        seen += 1;
+    }
+    assert!(seen >= 8, "only {seen} profiles under profiles/");
+}
+
+#[test]
+fn a_wrong_key_type_or_value_is_flagged() {
+    let v = validator();
+    let good = std::fs::read_to_string(profiles_dir().join("local.toml")).unwrap();
+    assert!(errors(&v, &good).is_empty());
+    let cases = [
+        // a misspelt key in a table
+        ("[workers]\n", "[workers]\nflavour = \"m1.small\"\n", "flavour"),
+        // a key at the top that no profile has
+        ("name = ", "nmae = \"x\"\nname = ", "nmae"),
+        // a number where text belongs, text where a number belongs
+        ("count = ", "count = \"three\"\n#", "three"),
+        // a value outside an enumeration
+        ("provider = \"local\"", "provider = \"aws\"", "aws"),
+        // a cluster name outside its grammar
+        ("name = \"", "name = \"Bad_Name\"\n#", "Bad_Name"),
+    ];
+    for (anchor, replacement, shown) in cases {
+        assert!(good.contains(anchor), "local.toml has no `{anchor}`");
+        let bad = good.replacen(anchor, replacement, 1);
+        let errs = errors(&v, &bad);
+        assert!(
+            errs.iter().any(|e| e.contains(shown)),
+            "`{replacement}` was not flagged: {errs:?}"
+        );
+    }
+}

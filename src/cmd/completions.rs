@@ -3,10 +3,9 @@
 //! it and never imports it), printed on stdout for the user to put where their shell or
 //! `man` looks.
 
-use std::io::Write;
-
 use clap_complete::Shell;
 
+use crate::cmd::output::print_whole;
 use crate::error::Error;
 
 /// The completion script of `shell` for `command` (the whole `hvd-cluster` command line).
@@ -17,7 +16,7 @@ pub fn completions(shell: Shell, mut command: clap::Command) -> Result<u8, Error
     if shell == Shell::Bash {
         script = bash_arms_as_the_loop_spells_them(&script, &name);
     }
-    print_all(&script)
+    print_whole(&script)
 }
 
 /// clap_complete's bash script (4.6) spells the state of a command under a hyphenated
@@ -40,17 +39,7 @@ pub fn man_page(command: clap::Command) -> Result<u8, Error> {
     clap_mangen::Man::new(command)
         .render(&mut page)
         .map_err(|e| Error::Runtime(format!("cannot render the man page: {e}")))?;
-    print_all(&page)
-}
-
-/// stdout, whole; a closed pipe (`| head`) is no failure of ours.
-fn print_all(bytes: &[u8]) -> Result<u8, Error> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Ok(()) => Ok(0),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
-        Err(e) => Err(Error::Runtime(format!("cannot write to stdout: {e}"))),
-    }
+    print_whole(&page)
 }
 
 #[cfg(test)]

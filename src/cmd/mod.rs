@@ -16,6 +16,7 @@ pub mod output;
 pub mod plan;
 pub mod run;
 pub mod scale;
+pub mod schema;
 pub mod ssh;
 pub mod ssh_config;
 pub mod start;

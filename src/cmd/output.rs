@@ -14,6 +14,20 @@ pub fn to_json(value: &impl Serialize) -> String {
         .unwrap_or_else(|e| format!("{{\"error\": \"cannot encode output: {e}\"}}"))
 }
 
+/// `bytes` on stdout, whole (a generated script, page or schema); a closed pipe (`| head`)
+/// is no failure of ours.
+pub fn print_whole(bytes: &[u8]) -> Result<u8, crate::error::Error> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        Err(e) => Err(crate::error::Error::Runtime(format!(
+            "cannot write to stdout: {e}"
+        ))),
+    }
+}
+
 /// The one way a command prints its result: `value` as JSON with `--json`, else `human`.
 pub fn emit(json: bool, value: &impl Serialize, human: impl FnOnce()) {
     if json {

@@ -115,6 +115,25 @@ impl ClusterName {
     }
 }
 
+/// The same grammar as [`ClusterName::parse`], for the profile's JSON Schema (`name`).
+pub const CLUSTER_NAME_PATTERN: &str = "^[a-z]([a-z0-9-]*[a-z0-9])?$";
+
+impl schemars::JsonSchema for ClusterName {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ClusterName".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": CLUSTER_NAME_MAX,
+            "pattern": CLUSTER_NAME_PATTERN,
+            "description": "1-40 lowercase letters, digits and dashes, starting with a letter and not ending with a dash: every resource is named <name>-<role>[-<i>] and tagged with it",
+        })
+    }
+}
+
 impl TryFrom<String> for ClusterName {
     type Error = Refused;
     fn try_from(value: String) -> Result<Self, Refused> {

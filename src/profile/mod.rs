@@ -13,6 +13,7 @@ pub use validate::parse_cidr;
 
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::input::ClusterName;
@@ -20,7 +21,7 @@ use diagnostics::{locate_field, syntax_error};
 use validate::validate;
 
 /// Which kind of machine the nodes are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     /// Servers on an OpenStack cloud.
@@ -40,7 +41,7 @@ impl ProviderKind {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
     /// Cluster name: every resource is named `<name>-<role>[-<i>]` and tagged with it; its
@@ -77,7 +78,7 @@ pub struct Profile {
 }
 
 /// `[lifecycle]`: the cluster stopping itself when idle (OpenStack).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LifecycleSpec {
     /// Idle time after which the master stops the cluster (`"30m"`, `"2h"`, `"90s"`), or
@@ -105,7 +106,7 @@ impl LifecycleSpec {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MasterSpec {
     /// Flavor name (OpenStack only).
@@ -119,7 +120,7 @@ pub struct MasterSpec {
     pub slots: Option<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerSpec {
     pub count: u32,
@@ -136,7 +137,7 @@ pub struct WorkerSpec {
     pub slots: Option<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkSpec {
     /// Use this existing network (by name) and create none.
@@ -152,14 +153,14 @@ pub struct NetworkSpec {
     pub dns_nameservers: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FloatingIpSpec {
     /// The external network the master's floating IP comes from.
     pub pool: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum JupyterAccess {
     /// Reach Jupyter through `hvd-cluster jupyter` (an SSH tunnel); port 8888 stays closed.
@@ -169,7 +170,7 @@ pub enum JupyterAccess {
     Public,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AccessSpec {
     /// Who may reach SSH (and Jupyter when public) on the master.
@@ -182,7 +183,7 @@ pub struct AccessSpec {
     pub jupyter: JupyterAccess,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum StorageKind {
     /// An NFS server on the master (userspace NFS), optionally on a Cinder volume.
@@ -194,7 +195,7 @@ pub enum StorageKind {
     None,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StorageSpec {
     #[serde(default)]
@@ -210,7 +211,7 @@ pub struct StorageSpec {
     pub volume_gb: Option<u32>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ImageSource {
     /// Built on this machine from the Dockerfile template shipped with hvd-cluster, then
@@ -229,7 +230,7 @@ pub enum ImageSource {
     BuildRemote,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Collective {
     #[default]
@@ -237,7 +238,7 @@ pub enum Collective {
     Mpi,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContainerSpec {
     #[serde(default = "default_container_image")]
@@ -260,7 +261,7 @@ pub struct ContainerSpec {
 }
 
 /// Which nodes take a pulled image from the registry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PullFrom {
     /// The master pulls; the workers get its copy down the fan-out tree over the private
@@ -317,6 +318,20 @@ impl Profile {
             .as_deref()
             .or(self.master.image.as_deref())
     }
+}
+
+/// The profile's JSON Schema (draft 2020-12), from the same types that parse it: editors
+/// (taplo / Even Better TOML) complete and check keys with it. What the schema cannot say
+/// (CIDRs, idle times, the checks of `validate`) only `validate` says.
+pub fn json_schema() -> serde_json::Value {
+    let mut schema = schemars::schema_for!(Profile).to_value();
+    if let Some(obj) = schema.as_object_mut() {
+        obj.insert(
+            "title".into(),
+            serde_json::Value::String("hvd-cluster profile".into()),
+        );
+    }
+    schema
 }
 
 /// Reads and validates a profile file.
