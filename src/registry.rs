@@ -1,11 +1,14 @@
 //! A private registry's access for `container.source = "pull"`: which registry an image
-//! reference names, the credentials for it (taken as Docker users keep them: the
-//! `auths` entry of their Docker config, or two variables), the one-use Docker config the
-//! pulling node gets, and a failed pull explained in one line. Pure apart from
-//! [`credentials_from_env`], which reads the environment and the Docker config file.
+//! reference names, the credentials for it (found as `docker pull` finds them: the Docker
+//! config's credential helper for that registry, else its `credsStore`, else its `auths`
+//! entry; or two variables), the one-use Docker config the pulling node gets, and a failed
+//! pull explained in one line. Pure apart from [`credentials_from_env`], which reads the
+//! environment and the Docker config file and runs a credential helper ([`helper`]).
 //!
 //! The password lives in a [`Credentials`] whose `Debug` and `Display` print no secret; it
 //! leaves this process only on the stdin of the one node that pulls.
+
+mod helper;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -43,6 +46,9 @@ pub struct Credentials {
     pub registry: String,
     pub user: String,
     password: String,
+    /// The secret is an identity token (a helper's `Username: <token>`, an `auths` entry's
+    /// `identitytoken`), which Docker hands the registry instead of a password.
+    pub identity_token: bool,
     /// Where they came from, as the user is told (a path or a variable's name).
     pub source: String,
 }
@@ -73,6 +79,10 @@ impl Credentials {
     /// The Docker config the pulling node uses for one pull, then deletes: the
     /// `auths` entry `docker login` writes.
     pub fn docker_config_json(&self) -> String {
+        if self.identity_token {
+            return serde_json::json!({ "auths": { &self.registry: { "identitytoken": self.password } } })
+                .to_string();
+        }
         let auth = base64::engine::general_purpose::STANDARD
             .encode(format!("{}:{}", self.user, self.password));
         serde_json::json!({ "auths": { &self.registry: { "auth": auth } } }).to_string()
@@ -130,15 +140,21 @@ fn check_password(password: &str) -> Result<(), RegistryError> {
     Ok(())
 }
 
-/// Credentials for `registry` from a Docker config's text (`config.json`): its `auths`
-/// entry, as `auth` (base64 of `user:password`) or `username` + `password`. `None` when it
-/// has no entry for the registry. An entry kept by a credential helper (`credsStore`,
-/// `credHelpers`) holds no secret here: that is an error naming the variables to use.
-pub fn from_docker_config(
-    text: &str,
-    registry: &str,
-    path: &Path,
-) -> Result<Option<Credentials>, RegistryError> {
+/// Where a Docker config keeps a registry's credentials, in the order `docker pull` looks.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// A credential helper: `credHelpers` for this registry, else `credsStore`.
+    Helper(String),
+    /// An `auths` entry, read.
+    Entry(Credentials),
+    /// Nothing: an anonymous pull.
+    Nothing,
+}
+
+/// Where `registry`'s credentials are kept in a Docker config's text (`config.json`):
+/// `credHelpers[registry]`, else `credsStore` (a helper, named), else its `auths` entry,
+/// as `auth` (base64 of `user:password`), `username` + `password`, or an `identitytoken`.
+pub fn from_docker_config(text: &str, registry: &str, path: &Path) -> Result<Kept, RegistryError> {
     let shown_path = shown(&path.to_string_lossy());
     let fail = |why: String| RegistryError::DockerConfig {
         path: shown_path.clone(),
@@ -147,66 +163,89 @@ pub fn from_docker_config(
     let config: serde_json::Value =
         serde_json::from_str(text).map_err(|e| fail(format!("not JSON: {e}")))?;
     let keys = config_keys(registry);
-    let entry = config
-        .get("auths")
-        .and_then(|a| a.as_object())
-        .and_then(|auths| keys.iter().find_map(|k| auths.get(k)));
     let helper = config
         .get("credHelpers")
         .and_then(|h| h.as_object())
         .and_then(|h| keys.iter().find_map(|k| h.get(k)))
-        .or_else(|| config.get("credsStore"))
-        .and_then(|h| h.as_str());
-    let Some(entry) = entry else {
-        return match helper {
-            Some(helper) => Err(fail(format!(
-                "the credentials for {} are kept by the credential helper `docker-credential-{}`, which hvd-cluster does not run; set {USER_VAR} and {PASSWORD_VAR} instead",
-                shown(registry),
-                shown(helper)
-            ))),
-            None => Ok(None),
-        };
-    };
-    let (user, password) = if let Some(auth) = entry.get("auth").and_then(|a| a.as_str()) {
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(auth.trim())
-            .map_err(|_| fail(format!("the `auth` for {} is not base64", shown(registry))))?;
-        let decoded = String::from_utf8(decoded)
-            .map_err(|_| fail(format!("the `auth` for {} is not UTF-8", shown(registry))))?;
-        let Some((user, password)) = decoded.split_once(':') else {
-            return Err(fail(format!(
-                "the `auth` for {} is not user:password",
-                shown(registry)
-            )));
-        };
-        (user.to_string(), password.to_string())
-    } else {
-        let field = |name: &str| entry.get(name).and_then(|v| v.as_str()).map(str::to_string);
-        match (field("username"), field("password")) {
-            (Some(u), Some(p)) => (u, p),
-            // an entry with no secret (a helper keeps it, or an identity token)
-            _ if helper.is_some() => {
-                return Err(fail(format!(
-                    "the credentials for {} are kept by a credential helper, which hvd-cluster does not run; set {USER_VAR} and {PASSWORD_VAR} instead",
-                    shown(registry)
-                )))
-            }
-            _ => return Ok(None),
+        .or_else(|| config.get("credsStore"));
+    if let Some(helper) = helper {
+        let name = helper
+            .as_str()
+            .ok_or_else(|| fail("a credential helper's name is not a string".into()))?;
+        // An empty credsStore is Docker's "no helper".
+        if !name.is_empty() {
+            helper::check_name(name).map_err(fail)?;
+            return Ok(Kept::Helper(name.to_string()));
         }
+    }
+    let entry = config
+        .get("auths")
+        .and_then(|a| a.as_object())
+        .and_then(|auths| keys.iter().find_map(|k| auths.get(k)));
+    let Some(entry) = entry else {
+        return Ok(Kept::Nothing);
     };
-    check_user(&user).map_err(|e| fail(e.to_string()))?;
-    check_password(&password).map_err(|_| {
-        fail(format!(
-            "the password for {} is empty, too long or holds a line break",
-            shown(registry)
-        ))
-    })?;
-    Ok(Some(Credentials {
-        registry: registry.to_string(),
-        user,
-        password,
-        source: shown_path,
-    }))
+    let field = |name: &str| entry.get(name).and_then(|v| v.as_str()).map(str::to_string);
+    let (user, password, identity_token) =
+        if let Some(token) = field("identitytoken").filter(|t| !t.is_empty()) {
+            ("<token>".to_string(), token, true)
+        } else if let Some(auth) = field("auth").filter(|a| !a.is_empty()) {
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(auth.trim())
+                .map_err(|_| fail(format!("the `auth` for {} is not base64", shown(registry))))?;
+            let decoded = String::from_utf8(decoded)
+                .map_err(|_| fail(format!("the `auth` for {} is not UTF-8", shown(registry))))?;
+            let Some((user, password)) = decoded.split_once(':') else {
+                return Err(fail(format!(
+                    "the `auth` for {} is not user:password",
+                    shown(registry)
+                )));
+            };
+            (user.to_string(), password.to_string(), false)
+        } else {
+            match (field("username"), field("password")) {
+                (Some(u), Some(p)) => (u, p, false),
+                _ => return Ok(Kept::Nothing),
+            }
+        };
+    let creds = Credentials::checked(registry, user, password, identity_token, shown_path.clone())
+        .map_err(fail)?;
+    Ok(Kept::Entry(creds))
+}
+
+impl Credentials {
+    /// Credentials whose user and secret passed their checks; the error is worded for a
+    /// Docker config or a helper (never holding the secret).
+    fn checked(
+        registry: &str,
+        user: String,
+        secret: String,
+        identity_token: bool,
+        source: String,
+    ) -> Result<Credentials, String> {
+        if !identity_token {
+            check_user(&user).map_err(|e| e.to_string())?;
+        }
+        let limit = if identity_token { 16 * 1024 } else { 4096 };
+        if secret.is_empty() || secret.len() > limit || secret.contains(['\n', '\r', '\0']) {
+            return Err(format!(
+                "the {} for {} is empty, too long or holds a line break",
+                if identity_token {
+                    "identity token"
+                } else {
+                    "password"
+                },
+                shown(registry)
+            ));
+        }
+        Ok(Credentials {
+            registry: registry.to_string(),
+            user,
+            password: secret,
+            identity_token,
+            source,
+        })
+    }
 }
 
 /// The user's Docker config file: `$DOCKER_CONFIG/config.json`, else
@@ -232,6 +271,7 @@ pub fn credentials_from_env(image: &str) -> Result<Option<Credentials>, Registry
                 registry: registry.to_string(),
                 user,
                 password,
+                identity_token: false,
                 source: format!("{USER_VAR}/{PASSWORD_VAR}"),
             }));
         }
@@ -243,13 +283,39 @@ pub fn credentials_from_env(image: &str) -> Result<Option<Credentials>, Registry
     else {
         return Ok(None);
     };
-    match std::fs::read_to_string(&path) {
-        Ok(text) => from_docker_config(&text, registry, &path),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(RegistryError::DockerConfig {
-            path: shown(&path.to_string_lossy()),
-            why: e.to_string(),
-        }),
+    let shown_path = shown(&path.to_string_lossy());
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(RegistryError::DockerConfig {
+                path: shown_path,
+                why: e.to_string(),
+            })
+        }
+    };
+    match from_docker_config(&text, registry, &path)? {
+        Kept::Nothing => Ok(None),
+        Kept::Entry(creds) => Ok(Some(creds)),
+        Kept::Helper(name) => {
+            let fail = |why: String| RegistryError::DockerConfig {
+                path: shown_path.clone(),
+                why,
+            };
+            let Some(answer) = helper::get(&name, registry).map_err(fail)? else {
+                return Ok(None);
+            };
+            let source = format!("docker-credential-{name}");
+            Credentials::checked(
+                registry,
+                answer.user,
+                answer.secret,
+                answer.identity_token,
+                source,
+            )
+            .map(Some)
+            .map_err(fail)
+        }
     }
 }
 
@@ -374,160 +440,4 @@ fn last_line(text: &str) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn creds(user: &str, password: &str) -> Credentials {
-        Credentials {
-            registry: "reg.example:5443".into(),
-            user: user.into(),
-            password: password.into(),
-            source: "test".into(),
-        }
-    }
-
-    #[test]
-    fn the_registry_is_the_first_component_when_it_looks_like_a_host() {
-        assert_eq!(registry_of("172.17.0.1:5443/team/hvd:1"), "172.17.0.1:5443");
-        assert_eq!(registry_of("nvcr.io/nvidia/pytorch:23.10-py3"), "nvcr.io");
-        assert_eq!(registry_of("localhost/x:1"), "localhost");
-        assert_eq!(registry_of("horovod/horovod:0.28.1"), DOCKER_HUB);
-        assert_eq!(registry_of("ubuntu"), DOCKER_HUB);
-    }
-
-    #[test]
-    fn docker_login_entries_are_read_in_both_forms() {
-        let path = Path::new("/home/u/.docker/config.json");
-        let auth = base64::engine::general_purpose::STANDARD.encode("alice:s3cr:et");
-        let text = format!(r#"{{"auths":{{"https://reg.example:5443":{{"auth":"{auth}"}}}}}}"#);
-        let c = from_docker_config(&text, "reg.example:5443", path)
-            .unwrap()
-            .unwrap();
-        assert_eq!((c.user.as_str(), c.password.as_str()), ("alice", "s3cr:et"));
-        let text = r#"{"auths":{"reg.example:5443":{"username":"bob","password":"pw"}}}"#;
-        let c = from_docker_config(text, "reg.example:5443", path)
-            .unwrap()
-            .unwrap();
-        assert_eq!((c.user.as_str(), c.password.as_str()), ("bob", "pw"));
-        // another registry's entry is not used
-        assert_eq!(from_docker_config(text, "other.example", path), Ok(None));
-        assert_eq!(from_docker_config("{}", "reg.example:5443", path), Ok(None));
-    }
-
-    #[test]
-    fn hostile_or_unusable_docker_configs_fail_with_the_path_and_no_secret() {
-        let path = Path::new("/home/u/.docker/config.json");
-        let bad = |text: &str| match from_docker_config(text, "reg.example:5443", path) {
-            Err(e) => e.to_string(),
-            Ok(c) => panic!("accepted {text}: {c:?}"),
-        };
-        assert!(bad("{not json").contains("not JSON"));
-        assert!(bad(r#"{"auths":{"reg.example:5443":{"auth":"%%%"}}}"#).contains("not base64"));
-        let no_colon = base64::engine::general_purpose::STANDARD.encode("justauser");
-        assert!(bad(&format!(
-            r#"{{"auths":{{"reg.example:5443":{{"auth":"{no_colon}"}}}}}}"#
-        ))
-        .contains("not user:password"));
-        let newline = base64::engine::general_purpose::STANDARD.encode("u:zebra\nquokka");
-        let e = bad(&format!(
-            r#"{{"auths":{{"reg.example:5443":{{"auth":"{newline}"}}}}}}"#
-        ));
-        assert!(e.contains("line break") && !e.contains("zebra"), "{e}");
-        let e = bad(r#"{"credsStore":"desktop"}"#);
-        assert!(
-            e.contains("docker-credential-desktop") && e.contains(USER_VAR),
-            "{e}"
-        );
-        let e = bad(r#"{"credHelpers":{"reg.example:5443":"ecr-login\u001b[31m"}}"#);
-        assert!(!e.contains('\u{1b}'), "escaped: {e}");
-        assert!(e.starts_with("/home/u/.docker/config.json: "), "{e}");
-    }
-
-    #[test]
-    fn credentials_print_no_password_and_make_a_docker_login_config() {
-        let c = creds("alice", "hunter2-very-secret");
-        let printed = format!("{c} {c:?}");
-        assert!(!printed.contains("hunter2"), "{printed}");
-        let json: serde_json::Value = serde_json::from_str(&c.docker_config_json()).unwrap();
-        let auth = json["auths"]["reg.example:5443"]["auth"].as_str().unwrap();
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(auth)
-            .unwrap();
-        assert_eq!(decoded, b"alice:hunter2-very-secret");
-    }
-
-    #[test]
-    fn the_ca_file_must_be_a_pem_certificate_and_nothing_more() {
-        let dir = std::env::temp_dir().join(format!("hvd-registry-ca-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let profile = dir.join("profile.toml");
-        let cert = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
-        std::fs::write(dir.join("ca.crt"), cert).unwrap();
-        let access = pull_access("ubuntu", Some("ca.crt"), &profile).unwrap();
-        assert_eq!(access.ca_pem.as_deref(), Some(cert));
-        std::fs::write(
-            dir.join("key.pem"),
-            format!("{cert}-----BEGIN PRIVATE KEY-----\n"),
-        )
-        .unwrap();
-        let e = pull_access("ubuntu", Some("key.pem"), &profile).unwrap_err();
-        assert!(e.to_string().contains("private key"), "{e}");
-        std::fs::write(dir.join("junk"), "hello").unwrap();
-        assert!(pull_access("ubuntu", Some("junk"), &profile).is_err());
-        let e = pull_access("ubuntu", Some("missing.crt"), &profile).unwrap_err();
-        assert!(e.to_string().starts_with("container.registry_ca "), "{e}");
-        assert!(pull_access("ubuntu", Some("."), &profile).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn the_docker_config_is_found_where_docker_looks() {
-        assert_eq!(
-            docker_config_path(Some("/d"), Some("/home/u")),
-            Some(PathBuf::from("/d/config.json"))
-        );
-        assert_eq!(
-            docker_config_path(None, Some("/home/u")),
-            Some(PathBuf::from("/home/u/.docker/config.json"))
-        );
-        assert_eq!(docker_config_path(Some(""), None), None);
-    }
-
-    #[test]
-    fn a_failed_pull_is_one_clear_line() {
-        let image = "reg.example:5443/team/hvd:1";
-        let e = explain_pull_failure(
-            image,
-            true,
-            "Error response from daemon: Head \"https://reg.example:5443/v2/team/hvd/manifests/1\": unauthorized: authentication required",
-        );
-        assert!(
-            e.starts_with("the registry reg.example:5443 refused the credentials"),
-            "{e}"
-        );
-        let e = explain_pull_failure(image, false, "no basic auth credentials");
-        assert!(e.contains("docker login reg.example:5443"), "{e}");
-        let e = explain_pull_failure(
-            image,
-            true,
-            "Error response from daemon: manifest for reg.example:5443/team/hvd:1 not found: manifest unknown",
-        );
-        assert!(
-            e.contains("has no image reg.example:5443/team/hvd:1"),
-            "{e}"
-        );
-        let e = explain_pull_failure(image, true, "x509: certificate signed by unknown authority");
-        assert!(e.contains("container.registry_ca"), "{e}");
-        let e = explain_pull_failure(
-            image,
-            true,
-            "Error response from daemon: Get \"https://reg.example:5443/v2/\": dial tcp 192.0.2.9:5443: connect: connection refused",
-        );
-        assert!(
-            e.ends_with("cannot reach the registry reg.example:5443: dial tcp 192.0.2.9:5443: connect: connection refused"),
-            "{e}"
-        );
-        let e = explain_pull_failure(image, true, "first\nsomething odd \u{1b}[2J\n\n");
-        assert!(e.ends_with("something odd \\u{1b}[2J"), "{e}");
-    }
-}
+mod tests;

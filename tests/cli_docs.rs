@@ -196,7 +196,11 @@ fn a_wrong_key_type_or_value_is_flagged() {
     assert!(errors(&v, &good).is_empty());
     let cases = [
         // a misspelt key in a table
-        ("[workers]\n", "[workers]\nflavour = \"m1.small\"\n", "flavour"),
+        (
+            "[workers]\n",
+            "[workers]\nflavour = \"m1.small\"\n",
+            "flavour",
+        ),
         // a key at the top that no profile has
         ("name = ", "nmae = \"x\"\nname = ", "nmae"),
         // a number where text belongs, text where a number belongs

@@ -5,14 +5,21 @@
 //! PyTorch and Horovod from PyPI, openssh-server installed but not running, a shell as its
 //! command, nothing of ours inside): the tool brings the image's runtime from outside.
 //! In order, on the same cluster:
+//! - a credential helper that is missing, fails or answers garbage: one line naming it, the
+//!   secret in no output, nothing made;
 //! - wrong credentials: one clear line, the password in no output;
-//! - a tag the registry does not have: one clear line;
+//! - a tag the registry does not have (the credentials from a credential helper the Docker
+//!   config names for the registry, `credHelpers`): one clear line;
 //! - the user's Docker config (as `docker login` leaves it): the master pulls once, the
 //!   worker gets the master's copy over the private network, the check passes; the registry
 //!   sent about one copy of the image; a terminal of the Jupyter the tool installed into the
 //!   image's Python runs horovodrun across both nodes;
 //! - the password is nowhere: outputs, `status --json`, the cluster's folder, the nodes' files;
-//! - `up` again pulls nothing; `down` leaves nothing.
+//! - `up` again (the credentials from the config's `credsStore` helper) pulls nothing; `down`
+//!   leaves nothing.
+//!
+//! The helpers are small scripts speaking Docker's credential-helper protocol, found on PATH
+//! as the users' own (desktop, pass, ecr-login) are.
 //!
 //! Needs Docker and the images (scripts/test builds them first).
 
@@ -53,6 +60,46 @@ fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
     found
 }
 
+/// A Docker config (`config.json` in its own folder) and a PATH whose first folder holds
+/// `docker-credential-NAME`: a small script speaking the credential-helper protocol as the
+/// users' helpers do (`get`, the server URL on stdin, the JSON answer on stdout), whose
+/// `answer` is a shell snippet. It notes its arguments and stdin in `helper.log`.
+struct Helper {
+    config_dir: PathBuf,
+    path: String,
+    log: PathBuf,
+}
+
+fn helper(dir: &Path, config_json: &str, name: &str, answer: &str) -> Helper {
+    let config_dir = dir.join(format!("config-{name}"));
+    let bin = dir.join(format!("bin-{name}"));
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(config_dir.join("config.json"), config_json).unwrap();
+    let log = dir.join(format!("helper-{name}.log"));
+    let script = bin.join(format!("docker-credential-{name}"));
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nread -r server\necho \"$* $server\" >> '{}'\n{answer}\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Helper {
+        config_dir,
+        path,
+        log,
+    }
+}
+
 #[test]
 fn pull_from_a_private_registry_once_per_cluster() {
     let registry = Registry::start();
@@ -89,7 +136,59 @@ fn pull_from_a_private_registry_once_per_cluster() {
         out
     };
     let mut outputs = Vec::new();
+    let helpers = tempfile::tempdir().expect("a temp dir");
+    let answer = format!(
+        "printf '{{\"ServerURL\":\"%s\",\"Username\":\"hvd-test\",\"Secret\":\"%s\"}}' \"$server\" '{}'",
+        registry.password
+    );
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // A credential helper that is missing, fails or answers garbage: one line naming it,
+        // exit 2, nothing made (no node container).
+        let reg = &registry.address;
+        let cases = [
+            (
+                helper(helpers.path(), r#"{"credsStore":"hvdmissing"}"#, "hvdunused", "exit 0"),
+                "the credential helper `docker-credential-hvdmissing` is not on PATH".to_string(),
+            ),
+            (
+                helper(
+                    helpers.path(),
+                    &format!(r#"{{"credHelpers":{{"{reg}":"hvdfail"}}}}"#),
+                    "hvdfail",
+                    &format!("echo 'keychain locked; {}'; exit 3", registry.password),
+                ),
+                "the credential helper `docker-credential-hvdfail` failed (exit status: 3)".to_string(),
+            ),
+            (
+                helper(
+                    helpers.path(),
+                    r#"{"credsStore":"hvdgarbage"}"#,
+                    "hvdgarbage",
+                    &format!("echo 'Secret={}'", registry.password),
+                ),
+                "`docker-credential-hvdgarbage` answered something that is not the helper protocol's JSON".to_string(),
+            ),
+        ];
+        for (h, expected) in &cases {
+            let out = up_with(&[
+                ("DOCKER_CONFIG", h.config_dir.to_str().unwrap()),
+                ("PATH", &h.path),
+            ]);
+            let said = text(&out);
+            assert_eq!(out.status.code(), Some(2), "{said}");
+            assert!(said.contains(expected.as_str()), "{said}");
+            assert!(
+                !said.contains(&registry.password),
+                "the secret was shown:\n{said}"
+            );
+            let made = Command::new("docker")
+                .args(["ps", "-aq", "--filter", &format!("name={name}-")])
+                .output()
+                .expect("docker ps");
+            assert!(made.stdout.is_empty(), "a node was made: {made:?}");
+            outputs.push(out);
+        }
+
         // Wrong credentials: one clear line naming the registry, exit 1, no restart loop.
         let wrong = "wrong-password-0123456789";
         let out = up_with(&[
@@ -117,11 +216,25 @@ fn pull_from_a_private_registry_once_per_cluster() {
             .expect("the profile")
             .replace(&image, &missing);
         std::fs::write(&profile, &edited).expect("write the profile");
+        // The credentials from a credential helper for this registry (`credHelpers`): the
+        // registry accepts them and answers that it has no such tag.
+        let h = helper(
+            helpers.path(),
+            &format!(r#"{{"credHelpers":{{"{reg}":"hvdtest"}},"auths":{{"{reg}":{{}}}}}}"#),
+            "hvdtest",
+            &answer,
+        );
         let out = up_with(&[
-            ("HVD_CLUSTER_REGISTRY_USER", "hvd-test"),
-            ("HVD_CLUSTER_REGISTRY_PASSWORD", &registry.password),
+            ("DOCKER_CONFIG", h.config_dir.to_str().unwrap()),
+            ("PATH", &h.path),
         ]);
         assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let asked = std::fs::read_to_string(&h.log).expect("the helper was run");
+        assert_eq!(
+            asked.trim(),
+            format!("get {reg}"),
+            "what the helper was given"
+        );
         assert!(
             text(&out).contains(&format!(
                 "the registry {} has no image {missing}",
@@ -192,11 +305,27 @@ fn pull_from_a_private_registry_once_per_cluster() {
             assert!(found.trim().is_empty(), "{node} keeps: {found}");
         }
 
-        // Again: nothing pulled, nothing sent.
+        // Again, the credentials kept by the config's `credsStore`: nothing pulled, nothing
+        // sent.
         let before = registry.blob_bytes_sent(STAND_IN);
+        let h = helper(
+            helpers.path(),
+            r#"{"credsStore":"hvdstore"}"#,
+            "hvdstore",
+            &answer,
+        );
         let mut cmd = c.command(&["up", &profile]);
-        cmd.env("DOCKER_CONFIG", &docker_config);
+        cmd.env("DOCKER_CONFIG", &h.config_dir)
+            .env("PATH", &h.path)
+            .env_remove("HVD_CLUSTER_REGISTRY_USER")
+            .env_remove("HVD_CLUSTER_REGISTRY_PASSWORD");
         let out = cmd.output().expect("run hvd-cluster up");
+        let asked = std::fs::read_to_string(&h.log).expect("the helper was run");
+        assert_eq!(
+            asked.trim(),
+            format!("get {reg}"),
+            "what the helper was given"
+        );
         assert!(out.status.success(), "{}", text(&out));
         assert!(!text(&out).contains("pulled"), "{}", text(&out));
         assert_eq!(
