@@ -7,7 +7,7 @@
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::input::shown;
 
@@ -107,23 +107,36 @@ pub fn get(name: &str, registry: &str) -> Result<Option<Answer>, String> {
             }
             _ => format!("cannot run the credential helper `{program}`: {e}"),
         })?;
-    let pid = child.id();
     let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(format!("cannot talk to the credential helper `{program}`"));
     };
     let _ = stdin.write_all(format!("{}\n", server_url(registry)).as_bytes());
     drop(stdin);
-    // Read its answer and wait for it on another thread, so that a helper that hangs (a
-    // keychain waiting for its user) is killed after a while instead of hanging `up`.
+    // Its answer is read on another thread and the helper waited for here, up to a deadline:
+    // a helper that hangs (a keychain waiting for its user) is killed, not `up` hung.
+    let deadline = Instant::now() + HELPER_TIMEOUT;
     let (done, finished) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut out = String::new();
         let _ = stdout.take(ANSWER_MAX).read_to_string(&mut out);
-        let _ = done.send((child.wait(), out));
+        let _ = done.send(out);
     });
-    let Ok((status, out)) = finished.recv_timeout(HELPER_TIMEOUT) else {
-        // SAFETY: kill(2) on the helper's own pid, which we spawned and have not reaped.
-        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    let answered = finished
+        .recv_timeout(HELPER_TIMEOUT)
+        .ok()
+        .and_then(|out| loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some((Ok(status), out)),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Ok(None) => break None,
+                Err(e) => break Some((Err(e), out)),
+            }
+        });
+    let Some((status, out)) = answered else {
+        let _ = child.kill();
+        let _ = child.wait();
         return Err(format!(
             "the credential helper `{program}` did not answer within {} s",
             HELPER_TIMEOUT.as_secs()
