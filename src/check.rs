@@ -191,11 +191,19 @@ pub fn parse_job_output(out: &str) -> (Vec<(u32, String, bool)>, Vec<Bandwidth>)
     (ranks, bw)
 }
 
-/// Runs the four checks. `jupyter_url` is a URL this machine can reach (a tunnel or published port).
+/// Where this machine reaches Jupyter (a tunnel, a published port, the floating IP), and for
+/// HTTPS the SHA-256 fingerprint of the only certificate accepted there.
+#[derive(Debug, Clone, Copy)]
+pub struct JupyterAt<'a> {
+    pub url: &'a str,
+    pub fingerprint: Option<&'a str>,
+}
+
+/// Runs the four checks.
 pub async fn run(
     p: &Profile,
     sessions: &[NodeSession],
-    jupyter_url: Option<&str>,
+    jupyter: Option<JupyterAt<'_>>,
 ) -> Result<CheckReport, CheckError> {
     let mut report = CheckReport::default();
     let master = sessions
@@ -285,8 +293,8 @@ pub async fn run(
     }
 
     // 3. Jupyter answers with its page title.
-    if let Some(url) = jupyter_url {
-        report.jupyter_title = Some(jupyter_title(url).await?);
+    if let Some(at) = jupyter {
+        report.jupyter_title = Some(jupyter_title(at).await?);
     }
 
     // 4. A real horovodrun over every slot: all ranks join, each on its own host.
@@ -414,12 +422,19 @@ pub fn kernel_mount_problem(
     }
 }
 
-/// GETs the Jupyter URL until it answers 200 with a `<title>`, for up to two minutes.
-pub async fn jupyter_title(url: &str) -> Result<String, CheckError> {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| failed("jupyter", e.to_string()))?;
+/// GETs the Jupyter URL until it answers 200 with a `<title>`, for up to two minutes; over
+/// HTTPS only from a server that offers the pinned certificate (the token is in the URL).
+pub async fn jupyter_title(at: JupyterAt<'_>) -> Result<String, CheckError> {
+    let url = at.url;
+    let timeout = Duration::from_secs(10);
+    let client = match at.fingerprint {
+        Some(pin) => crate::jupyter_tls::pinned_client(pin, timeout),
+        None => reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| e.to_string()),
+    }
+    .map_err(|e| failed("jupyter", e))?;
     let client = &client;
     let waited = wait_until(
         Duration::from_secs(120),

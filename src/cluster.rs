@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::bootstrap::{self, BootstrapError, NodeSession, Vouch};
+use crate::check;
 use crate::context::Context;
 use crate::error::Error;
 use crate::input::{self, ClusterName, CLUSTER_NAME_RULE};
+use crate::jupyter_tls::{self, JupyterTls};
 use crate::plan::Role;
 use crate::profile::{self, JupyterAccess, Profile};
 use crate::provider::{self, Place, Provider};
@@ -205,6 +207,8 @@ pub struct Opened {
     pub share_export: Option<String>,
     /// Children per node in the image's fan-out tree.
     pub fanout: usize,
+    /// A public Jupyter's certificate and key (HTTPS); `None` for the tunnel.
+    pub jupyter_tls: Option<JupyterTls>,
     /// `container.source = "pull"`: what the master's pull needs (read by `up`).
     pub pull_access: Option<crate::registry::PullAccess>,
 }
@@ -251,8 +255,16 @@ pub async fn open(
         .await
         .map_err(BootstrapError::from)?;
     let clients_cidr = network_of(cidr.trim()).unwrap_or_else(|| p.subnet_cidr().to_string());
+    // The cloud's replies are screened where they enter: a node's addresses are IP addresses.
+    let public_ip = master
+        .node
+        .public_ip
+        .as_deref()
+        .and_then(|a| a.parse().ok());
+    let jupyter_tls = jupyter_tls::for_profile(p, dir, public_ip)?;
     Ok(Opened {
         sessions,
+        jupyter_tls,
         token: jupyter_token(dir)?,
         clients_cidr,
         share_export: None,
@@ -278,6 +290,18 @@ pub struct JupyterUrl {
     pub reachable: String,
     /// What the user is told.
     pub shown: String,
+    /// HTTPS: the SHA-256 fingerprint of Jupyter's certificate, the only one accepted.
+    pub fingerprint: Option<String>,
+}
+
+impl JupyterUrl {
+    /// What the check fetches, and the certificate it accepts there.
+    pub fn at(&self) -> check::JupyterAt<'_> {
+        check::JupyterAt {
+            url: &self.reachable,
+            fingerprint: self.fingerprint.as_deref(),
+        }
+    }
 }
 
 impl Opened {
@@ -295,6 +319,7 @@ impl Opened {
             share_export: self.share_export.clone(),
             fanout: self.fanout,
             pull_access: self.pull_access.clone(),
+            jupyter_tls: self.jupyter_tls.clone(),
         }
     }
 
@@ -312,15 +337,21 @@ impl Opened {
             return Ok(JupyterUrl {
                 reachable: url.clone(),
                 shown: url,
+                fingerprint: None,
             });
         }
         let master = self.master();
         if p.access.jupyter == JupyterAccess::Public {
-            if let Some(ip) = &master.node.public_ip {
-                let url = format!("http://{ip}:8888/lab?token={token}");
+            if let (Some(ip), Some(tls)) = (&master.node.public_ip, &self.jupyter_tls) {
+                let host = match ip.parse::<std::net::IpAddr>() {
+                    Ok(std::net::IpAddr::V6(v6)) => format!("[{v6}]"),
+                    _ => ip.clone(),
+                };
+                let url = format!("https://{host}:8888/lab?token={token}");
                 return Ok(JupyterUrl {
                     reachable: url.clone(),
                     shown: url,
+                    fingerprint: Some(tls.fingerprint.clone()),
                 });
             }
         }
@@ -337,6 +368,7 @@ impl Opened {
             .await
             .map_err(|e| Error::Runtime(format!("cannot open an SSH tunnel to Jupyter: {e}")))?;
         Ok(JupyterUrl {
+            fingerprint: None,
             reachable: format!("http://127.0.0.1:{port}/lab?token={token}"),
             shown: format!(
                 "run `hvd-cluster jupyter {}` for a tunnel, then open the URL it prints",

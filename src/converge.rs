@@ -119,6 +119,8 @@ pub struct Ready {
     pub check: CheckReport,
     /// The Jupyter URL as the user is told it (or how to get one).
     pub jupyter_url: String,
+    /// HTTPS: the SHA-256 fingerprint of Jupyter's certificate, for the user to compare.
+    pub jupyter_fingerprint: Option<String>,
 }
 
 /// The first half of `up` (and `scale`, `heal`): the images this machine builds, then create
@@ -132,6 +134,8 @@ pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<P
         images::mirror_from_env()?;
     }
     provider::check_environment(&p)?;
+    // The profile's own certificate for a public Jupyter: bad files before anything is made.
+    crate::jupyter_tls::user_files(&p)?;
     let pull_access = match p.container.source {
         ImageSource::Pull if !infra_only => Some(registry::pull_access(
             &p.container.image,
@@ -254,7 +258,7 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
     bootstrap::write_discovery(opened.master(), &workers).await?;
     keep_discovery(&c.dir, &workers)?;
     let url = opened.jupyter_url(p, provider).await?;
-    let check = check::run(p, &opened.sessions, Some(&url.reachable)).await?;
+    let check = check::run(p, &opened.sessions, Some(url.at())).await?;
     // After the check: the agent starts counting idle time on a cluster that works.
     let said = match autostop::converge(p, provider, &opened.master().ssh).await? {
         autostop::Outcome::Off | autostop::Outcome::InPlace => None,
@@ -285,6 +289,7 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
     Ok(Ready {
         check,
         jupyter_url: url.shown,
+        jupyter_fingerprint: url.fingerprint,
     })
 }
 

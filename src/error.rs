@@ -38,6 +38,9 @@ pub enum Error {
     /// Bad input (exit 2): a registry's credentials or CA.
     #[error(transparent)]
     Registry(#[from] crate::registry::RegistryError),
+    /// A public Jupyter's certificate: the profile's files are bad input (exit 2).
+    #[error(transparent)]
+    JupyterTls(#[from] crate::jupyter_tls::TlsError),
     /// Bad arguments: exit 2.
     #[error("{0}")]
     Usage(String),
@@ -71,6 +74,7 @@ impl Error {
             | Error::Local(_)
             | Error::Registry(_)
             | Error::Provider(ProviderError::Resolve { .. }) => 2,
+            Error::JupyterTls(e) if e.is_bad_input() => 2,
             Error::Quota(_) | Error::Provider(ProviderError::Quota(_)) => 3,
             Error::Apply(ApplyError::Step {
                 source: ProviderError::Quota(_),

@@ -44,6 +44,7 @@ pub mod host_keys;
 pub mod images;
 pub mod input;
 pub mod interrupt;
+pub mod jupyter_tls;
 pub mod lifecycle;
 pub mod mpi;
 pub mod openstack;

@@ -203,6 +203,15 @@ impl ClusterDir {
     pub fn public_key_file(&self) -> PathBuf {
         self.path.join("id_ed25519.pub")
     }
+    /// The key horovodrun uses between the Horovod containers (and a Jupyter terminal with
+    /// it): its public half opens only the containers' sshd, never a host's, so code in a
+    /// container gets no login on the hosts, where the login user has sudo.
+    pub fn container_key(&self) -> PathBuf {
+        self.path.join("container_ed25519")
+    }
+    pub fn container_key_public(&self) -> PathBuf {
+        self.path.join("container_ed25519.pub")
+    }
 
     /// The saved state, or an empty one when there is none yet.
     pub fn load(&self) -> Result<ClusterState, StateError> {
@@ -277,13 +286,27 @@ impl ClusterDir {
         Ok(LockGuard { _file: Some(file) })
     }
 
-    /// The cluster's SSH key pair, generated on first use; returns the public key line.
+    /// The cluster's SSH key pair for the hosts' login user, generated on first use; returns
+    /// the public key line.
     pub fn ensure_keypair(&self) -> Result<String, StateError> {
-        let key = self.private_key();
+        self.ensure_key(self.private_key(), self.public_key_file(), "")
+    }
+
+    /// The containers' key pair ([`Self::container_key`]), generated on first use; returns
+    /// the public key line.
+    pub fn ensure_container_keypair(&self) -> Result<String, StateError> {
+        self.ensure_key(
+            self.container_key(),
+            self.container_key_public(),
+            "-containers",
+        )
+    }
+
+    fn ensure_key(&self, key: PathBuf, public: PathBuf, tag: &str) -> Result<String, StateError> {
         if !key.exists() {
             let out = std::process::Command::new("ssh-keygen")
                 .args(["-q", "-t", "ed25519", "-N", "", "-C"])
-                .arg(format!("hvd-cluster-{}", self.cluster))
+                .arg(format!("hvd-cluster-{}{tag}", self.cluster))
                 .arg("-f")
                 .arg(&key)
                 .output()
@@ -300,9 +323,8 @@ impl ClusterDir {
         }
         fs::set_permissions(&key, fs::Permissions::from_mode(0o600))
             .map_err(io_err("cannot protect", &key))?;
-        let public = fs::read_to_string(self.public_key_file())
-            .map_err(io_err("cannot read", &self.public_key_file()))?;
-        Ok(public.trim().to_string())
+        let line = fs::read_to_string(&public).map_err(io_err("cannot read", &public))?;
+        Ok(line.trim().to_string())
     }
 
     /// Removes the folder after `down` (keys included: the nodes are gone). Only a real
@@ -495,6 +517,37 @@ mod tests {
             dir.ensure_keypair().unwrap(),
             public,
             "second call keeps the key"
+        );
+    }
+
+    #[test]
+    fn the_containers_key_is_another_key() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = ClusterDir::open(root.path(), &demo()).unwrap();
+        let login = dir.ensure_keypair().unwrap();
+        let containers = dir.ensure_container_keypair().unwrap();
+        assert!(containers.starts_with("ssh-ed25519 "), "{containers}");
+        let blob = |line: &str| {
+            line.split_whitespace()
+                .nth(1)
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert_ne!(blob(&login), blob(&containers), "two different keys");
+        assert!(containers.ends_with("-containers"), "{containers}");
+        assert_eq!(
+            fs::metadata(dir.container_key())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600
+        );
+        assert_eq!(dir.ensure_container_keypair().unwrap(), containers, "kept");
+        assert_eq!(
+            dir.ensure_keypair().unwrap(),
+            login,
+            "the login key untouched"
         );
     }
 }

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use common::cloud::{
     client, leftovers, lifecycle, require_cloud, runtime, server_states, with_autostop, MasterFiles,
 };
-use common::{http_get, ElasticJob, TestCluster};
+use common::{ElasticJob, TestCluster};
 
 /// Both tests run several node containers with their own Docker engines: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -124,15 +124,13 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
             assert!(check.contains(n.as_str()), "{n} missing from: {check}");
         }
 
-        // The Jupyter URL is on the master's floating IP and answers from this machine.
+        // The Jupyter URL is on the master's floating IP, over HTTPS with the certificate whose
+        // fingerprint `up` printed, and answers from this machine; plain HTTP gets no Jupyter.
         let url = out
             .lines()
             .find_map(|l| l.strip_prefix("Jupyter Lab: "))
             .expect("up prints the Jupyter URL");
-        assert!(url.starts_with("http://203.0.113."), "{url}");
-        let (status, body) = http_get(url);
-        assert!(status.contains(" 200 "), "{status}");
-        assert!(body.contains("JupyterLab"), "{body}");
+        common::jupyter::https_only(&c, url, &out);
 
         // SSH reaches the master by its floating IP and the workers through the master.
         let config = c.hvd(&["ssh-config", &c.profile]);
@@ -154,6 +152,9 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
             "{node_json}"
         );
         assert!(node_json.contains("\"role\": \"worker\""), "{node_json}");
+
+        // The containers' key opens the containers' sshd, never a host's (issue 35).
+        common::container_key::opens_no_host(&c, "debian", 12345, &nodes);
 
         // Up again changes no resource; autostop off, on, and the cluster stopping itself.
         autostop_keeps_it_up_while_busy_and_stops_it_when_idle(

@@ -138,6 +138,13 @@ fn local_cluster_up_check_train_again_down() {
             assert!(done.contains(&format!("'{name}-{host}'")), "{done}");
         }
 
+        // The containers' key opens the containers' sshd, never a host's (issue 35).
+        let nodes: Vec<String> = ["master", "worker-1", "worker-2"]
+            .iter()
+            .map(|n| format!("{name}-{n}"))
+            .collect();
+        common::container_key::opens_no_host(&c, "debian", 12345, &nodes);
+
         // Converged: nothing to change, no bootstrap step applied.
         let again = c.hvd(&["up", profile]);
         assert!(again.status.success());

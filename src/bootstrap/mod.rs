@@ -90,6 +90,8 @@ pub struct Inputs<'a> {
     pub fanout: usize,
     /// `container.source = "pull"`: the registry's credentials and CA, for the master's pull.
     pub pull_access: Option<crate::registry::PullAccess>,
+    /// A public Jupyter's certificate and key (its HTTPS); `None`: the tunnel's plain HTTP.
+    pub jupyter_tls: Option<crate::jupyter_tls::JupyterTls>,
 }
 
 /// The Horovod hosts: every node, master first, with its slots.

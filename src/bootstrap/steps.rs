@@ -175,6 +175,7 @@ pub struct Facts<'a> {
     pub master: &'a NodeSession,
     /// Every node, master first, with its slots.
     pub hosts: Vec<HostSlots>,
+    /// The containers' key pair (not the hosts' login key).
     pub private_key: Vec<u8>,
     pub public_key: Vec<u8>,
     pub hostfile: String,
@@ -194,10 +195,16 @@ impl<'a> Facts<'a> {
             .first()
             .ok_or_else(|| BootstrapError::Other("no nodes".into()))?;
         let hosts = super::host_slots(sessions);
-        let private_key = std::fs::read(inputs.dir.private_key())
-            .map_err(|e| BootstrapError::Other(format!("cannot read the cluster key: {e}")))?;
-        let public_key = std::fs::read(inputs.dir.public_key_file())
-            .map_err(|e| BootstrapError::Other(format!("cannot read the cluster key: {e}")))?;
+        // The containers' own key, never the hosts' login key: from a container (a Jupyter
+        // terminal, a rank's code) it opens the other containers' sshd and no host.
+        inputs
+            .dir
+            .ensure_container_keypair()
+            .map_err(|e| BootstrapError::Other(format!("the containers' key: {e}")))?;
+        let private_key = std::fs::read(inputs.dir.container_key())
+            .map_err(|e| BootstrapError::Other(format!("cannot read the containers' key: {e}")))?;
+        let public_key = std::fs::read(inputs.dir.container_key_public())
+            .map_err(|e| BootstrapError::Other(format!("cannot read the containers' key: {e}")))?;
         let hostfile = renderer.hostfile(&hosts)?;
         let discover = renderer.render("discover_hosts.sh", &json!({}))?;
         let host_names = render::ssh_host_names(&hosts);
@@ -351,6 +358,12 @@ fn container_values(f: &Facts<'_>, s: &NodeSession) -> Result<Value, BootstrapEr
         f.image_id.as_bytes(),
         &f.public_key,
         f.inputs.jupyter_token.as_bytes(),
+        // Jupyter reads its certificate at start: a new one (or none) restarts it.
+        f.inputs
+            .jupyter_tls
+            .as_ref()
+            .map(|t| t.fingerprint.as_bytes())
+            .unwrap_or_default(),
         s.node.role.as_str().as_bytes(),
         // How the container is run: a new mount or flag recreates it.
         templates::source("container.apply.sh")
@@ -376,7 +389,7 @@ fn container_values(f: &Facts<'_>, s: &NodeSession) -> Result<Value, BootstrapEr
         .map_err(|e| BootstrapError::Other(format!("the container's values: {e}")))
 }
 
-/// The cluster key (both halves), the node-name ssh_config, the check job, and on the master
+/// The containers' key (both halves), the node-name ssh_config, the check job, and on the master
 /// the Jupyter token, the hostfile and the discovery script.
 pub async fn write_files(f: &Facts<'_>, s: &NodeSession) -> Result<(), BootstrapError> {
     let is_master = s.node.role == Role::Master;
@@ -419,6 +432,7 @@ pub async fn write_files(f: &Facts<'_>, s: &NodeSession) -> Result<(), Bootstrap
                 0o600,
             )
             .await?;
+        write_jupyter_tls(f, s).await?;
         s.ssh
             .write_file(
                 &format!("{NODE_DIR}/hostfile"),
@@ -436,6 +450,49 @@ pub async fn write_files(f: &Facts<'_>, s: &NodeSession) -> Result<(), Bootstrap
     }
     Ok(())
 }
+
+/// A public Jupyter's certificate and key, and the configuration that makes Jupyter serve
+/// HTTPS with them (a folder on `JUPYTER_CONFIG_PATH`, which the master's container is given):
+/// written on the master, or removed when Jupyter is reached through the tunnel.
+async fn write_jupyter_tls(f: &Facts<'_>, s: &NodeSession) -> Result<(), BootstrapError> {
+    let (tls_dir, config_dir) = (
+        format!("{NODE_DIR}/jupyter/tls"),
+        format!("{NODE_DIR}/{JUPYTER_CONFIG}"),
+    );
+    let Some(tls) = &f.inputs.jupyter_tls else {
+        s.ssh
+            .sudo(&format!("rm -rf -- {tls_dir} {config_dir}"))
+            .await?;
+        return Ok(());
+    };
+    s.ssh
+        .write_file(
+            &format!("{tls_dir}/tls.crt"),
+            tls.cert_pem.as_bytes(),
+            0o644,
+        )
+        .await?;
+    s.ssh
+        .write_file(&format!("{tls_dir}/tls.key"), tls.key_pem.as_bytes(), 0o600)
+        .await?;
+    let config = json!({
+        "ServerApp": {
+            "certfile": format!("{tls_dir}/tls.crt"),
+            "keyfile": format!("{tls_dir}/tls.key"),
+        }
+    });
+    s.ssh
+        .write_file(
+            &format!("{config_dir}/jupyter_server_config.json"),
+            config.to_string().as_bytes(),
+            0o644,
+        )
+        .await?;
+    Ok(())
+}
+
+/// Under [`NODE_DIR`]: the folder the master's container names in `JUPYTER_CONFIG_PATH`.
+pub const JUPYTER_CONFIG: &str = "jupyter/config";
 
 #[cfg(test)]
 mod tests {
@@ -530,7 +587,16 @@ mod tests {
             master.contains("\"$image\" \"$kit/entry.sh\" >/dev/null"),
             "{master}"
         );
-        assert!(master.contains("-e HVD_JUPYTER=1 $user_base"), "{master}");
+        assert!(
+            master.contains(
+                "-e HVD_JUPYTER=1 -e JUPYTER_CONFIG_PATH=/etc/hvd-cluster/jupyter/config $user_base"
+            ),
+            "{master}"
+        );
+        assert_eq!(
+            JUPYTER_CONFIG, "jupyter/config",
+            "the template names the folder write_jupyter_tls fills"
+        );
         assert!(master.contains("--install-jupyter"), "{master}");
         assert!(
             master_check.contains("hvd-cluster.runtime"),

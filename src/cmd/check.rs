@@ -14,7 +14,7 @@ pub async fn check(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> 
     let p = &existing.profile;
     let opened = existing.open(ctx).await?;
     let url = opened.jupyter_url(p, existing.provider.as_ref()).await?;
-    let report = check::run(p, &opened.sessions, Some(&url.reachable)).await?;
+    let report = check::run(p, &opened.sessions, Some(url.at())).await?;
     emit(json, &report, || print_check(&report));
     Ok(0)
 }

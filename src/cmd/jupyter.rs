@@ -1,4 +1,5 @@
-//! `jupyter`: prints a 127.0.0.1 Jupyter URL, keeping an SSH tunnel open when one is needed.
+//! `jupyter`: prints a Jupyter URL: a 127.0.0.1 one, keeping an SSH tunnel open when one is
+//! needed, or a public Jupyter's HTTPS one with its certificate's fingerprint.
 
 use std::path::Path;
 
@@ -13,8 +14,11 @@ pub async fn jupyter(ctx: &Context, file: &Path) -> Result<u8, Error> {
     let url = opened
         .jupyter_url(&existing.profile, existing.provider.as_ref())
         .await?;
-    let title = check::jupyter_title(&url.reachable).await?;
+    let title = check::jupyter_title(url.at()).await?;
     println!("{} ({title})", url.reachable);
+    if let Some(fingerprint) = &url.fingerprint {
+        println!("certificate SHA-256 {fingerprint}");
+    }
     if url.reachable != url.shown {
         ctx.progress.line("the tunnel stays open until Ctrl-C");
         std::future::pending::<()>().await;

@@ -17,6 +17,10 @@ pub async fn up(ctx: &Context, file: &Path, infra_only: bool) -> Result<u8, Erro
     let ready = converge::bootstrap_and_check(ctx, &cluster).await?;
     print_check(&ready.check);
     println!("Jupyter Lab: {}", ready.jupyter_url);
+    if let Some(fingerprint) = &ready.jupyter_fingerprint {
+        // Printed, not kept in a log: the user compares it with what the browser shows.
+        println!("Jupyter's certificate SHA-256 {fingerprint} (your browser must show this one)");
+    }
     ctx.progress.line(format!(
         "cluster `{}` ready after {:.1}s",
         cluster.profile.name,

@@ -322,6 +322,29 @@ pub fn check_cloud_name(value: &str) -> Result<(), Refused> {
     Ok(())
 }
 
+/// A file on this machine named by the profile (`access.jupyter_cert`): only read here,
+/// never sent to a shell, so any path the system takes, but not empty, at most 4096 bytes
+/// (PATH_MAX) and without control characters, which no one means in a file name.
+pub fn check_local_path(value: &std::path::Path) -> Result<(), Refused> {
+    let text = value.to_string_lossy();
+    if text.is_empty() {
+        return Err(Refused("empty: name a file".into()));
+    }
+    if value.as_os_str().len() > 4096 {
+        return Err(Refused(format!(
+            "`{}` is longer than 4096 bytes",
+            shown(&text)
+        )));
+    }
+    if text.chars().any(|c| c.is_control()) {
+        return Err(Refused(format!(
+            "`{}` holds control characters",
+            shown(&text)
+        )));
+    }
+    Ok(())
+}
+
 /// A Debian mirror for the image builds (`HVD_CLUSTER_APT_MIRROR`): a plain `http(s)://host[:port]/path`
 /// with only unreserved characters, since it is written into apt sources and a `sed` replacement.
 pub fn check_apt_mirror(value: &str) -> Result<(), Refused> {

@@ -11,7 +11,7 @@ mod validate;
 pub use diagnostics::{nearest, ProfileError};
 pub use validate::parse_cidr;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -181,6 +181,16 @@ pub struct AccessSpec {
     pub open_to_internet: bool,
     #[serde(default)]
     pub jupyter: JupyterAccess,
+    /// With `jupyter = "public"`: your own certificate for Jupyter's HTTPS (PEM, the server's
+    /// certificate first, then its chain), a path relative to the profile's folder. Without it
+    /// the cluster makes one for the master's floating IP. Give `jupyter_key` with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub jupyter_cert: Option<PathBuf>,
+    /// The private key of `jupyter_cert` (PEM, not encrypted), relative to the profile's folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub jupyter_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
@@ -348,9 +358,10 @@ pub fn load(path: &Path) -> Result<Profile, ProfileError> {
     parse(path, &text)
 }
 
-/// Parses and validates profile text; `path` is only used in messages.
+/// Parses and validates profile text; `path` is used in messages, and its folder is where
+/// the profile's own relative file paths (`access.jupyter_cert`, `jupyter_key`) start.
 pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
-    let profile: Profile = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
+    let mut profile: Profile = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
     validate(&profile).map_err(|issue| {
         ProfileError::new(
             path,
@@ -360,6 +371,18 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
             issue.help,
         )
     })?;
+    let folder = path.parent().unwrap_or(Path::new(""));
+    for file in [
+        &mut profile.access.jupyter_cert,
+        &mut profile.access.jupyter_key,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if file.is_relative() {
+            *file = folder.join(&*file);
+        }
+    }
     Ok(profile)
 }
 

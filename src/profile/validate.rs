@@ -4,7 +4,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::{AccessSpec, ImageSource, Profile, ProviderKind, PullFrom, StorageKind};
+use super::{AccessSpec, ImageSource, JupyterAccess, Profile, ProviderKind, PullFrom, StorageKind};
 use crate::input::{self, shown, Refused};
 
 /// A semantic problem found after parsing, before its place in the file is looked up.
@@ -272,7 +272,32 @@ fn validate_access(a: &AccessSpec) -> Result<(), Issue> {
             ));
         }
     }
-    Ok(())
+    let (cert, key) = (&a.jupyter_cert, &a.jupyter_key);
+    for (field, file) in [("access.jupyter_cert", cert), ("access.jupyter_key", key)] {
+        if let Some(file) = file {
+            input::check_local_path(file).map_err(|e| refused(field, e))?;
+            if a.jupyter != JupyterAccess::Public {
+                return Err(issue(
+                    field,
+                    "a certificate for Jupyter is only used when Jupyter is public",
+                    Some("set `jupyter = \"public\"` under [access], or leave it out: the tunnel is SSH's"),
+                ));
+            }
+        }
+    }
+    match (cert, key) {
+        (Some(_), None) => Err(issue(
+            "access.jupyter_cert",
+            "given without `jupyter_key`",
+            Some("name the certificate's private key too: jupyter_key = \"jupyter.key\""),
+        )),
+        (None, Some(_)) => Err(issue(
+            "access.jupyter_key",
+            "given without `jupyter_cert`",
+            Some("name the key's certificate too: jupyter_cert = \"jupyter.crt\""),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Parses an IPv4 CIDR, rejecting host bits set (`10.0.0.1/24`).

@@ -1,5 +1,7 @@
-# (Re)creates the Horovod container: host network, /shared, the cluster's keys, and the
-# node names (ssh_config.d) that the elastic discovery script prints.
+# (Re)creates the Horovod container: host network, /shared, the containers' key (never the
+# hosts' login key), and the node names (ssh_config.d) that the elastic discovery script prints.
+# On the master, Jupyter also reads /etc/hvd-cluster/jupyter/config (JUPYTER_CONFIG_PATH),
+# where a public Jupyter's HTTPS certificate is named.
 set -e
 image={{ image | shell_quote }}
 {% if runtime == "tool" %}# A user's image: what the cluster needs comes from the runtime folder (runtime.apply.sh),
@@ -54,7 +56,7 @@ docker run -d --name hvd --restart unless-stopped --network host \
   -v /etc/hvd-cluster:/etc/hvd-cluster:ro \
   -v "$kit:$kit:ro" \
 {% if gpus > 0 %}  --gpus all \
-{% endif %}{% if role == "master" %}  -e HVD_JUPYTER=1 $user_base \
+{% endif %}{% if role == "master" %}  -e HVD_JUPYTER=1 -e JUPYTER_CONFIG_PATH=/etc/hvd-cluster/jupyter/config $user_base \
 {% endif %}  "$image" "$kit/entry.sh" >/dev/null
 {% else %}docker rm -f hvd >/dev/null 2>&1 || true
 docker run -d --name hvd --restart unless-stopped --network host \
@@ -65,6 +67,6 @@ docker run -d --name hvd --restart unless-stopped --network host \
   -v /etc/hvd-cluster:/etc/hvd-cluster:ro \
   -v /etc/hvd-cluster/ssh_config.d:/etc/ssh/ssh_config.d:ro \
 {% if gpus > 0 %}  --gpus all \
-{% endif %}{% if role == "master" %}  -e HVD_JUPYTER=1 \
+{% endif %}{% if role == "master" %}  -e HVD_JUPYTER=1 -e JUPYTER_CONFIG_PATH=/etc/hvd-cluster/jupyter/config \
 {% endif %}  "$image" >/dev/null
 {% endif %}

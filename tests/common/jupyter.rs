@@ -131,3 +131,58 @@ pub fn horovodrun_in_terminal(c: &TestCluster, url: &str, ranks: u32) {
     }
     assert!(!shown.contains("ok=False"), "{shown}");
 }
+
+/// A public Jupyter (`jupyter = "public"`) as a browser meets it: `url` is `https://` on the
+/// master's address; the certificate it serves is the one whose SHA-256 `up` printed (read with
+/// `openssl s_client`), made for that address (curl checks it against the copy kept in the
+/// cluster folder, subject alternative name included) and answering with JupyterLab; plain
+/// HTTP on the same port gets no Jupyter page.
+pub fn https_only(c: &TestCluster, url: &str, up_stdout: &str) {
+    let printed = up_stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Jupyter's certificate SHA-256 "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("up prints the certificate's fingerprint: {up_stdout}"));
+    let rest = url
+        .strip_prefix("https://")
+        .unwrap_or_else(|| panic!("HTTPS: {url}"));
+    let (host, _) = rest.split_once('/').expect("host:port/path");
+    let served = Command::new("sh")
+        .args([
+            "-c",
+            "openssl s_client -connect \"$1\" </dev/null 2>/dev/null \
+             | openssl x509 -noout -fingerprint -sha256",
+            "sh",
+            host,
+        ])
+        .output()
+        .expect("openssl");
+    let served = String::from_utf8_lossy(&served.stdout);
+    let served = served.trim().rsplit('=').next().unwrap_or_default();
+    assert!(
+        served.eq_ignore_ascii_case(printed),
+        "Jupyter serves {served:?}, up printed {printed}"
+    );
+    let kept = c.state.join(&c.name).join("jupyter_tls.crt");
+    let page = Command::new("curl")
+        .args(["-s", "--max-time", "30", "-w", "\n%{http_code}", "--cacert"])
+        .arg(&kept)
+        .arg(url)
+        .output()
+        .expect("curl");
+    let page = String::from_utf8_lossy(&page.stdout);
+    assert!(
+        page.trim_end().ends_with("200") && page.contains("JupyterLab"),
+        "HTTPS with the cluster's certificate: {page}"
+    );
+    let plain = Command::new("curl")
+        .args(["-s", "--max-time", "30", "-w", "\n%{http_code}"])
+        .arg(url.replacen("https://", "http://", 1))
+        .output()
+        .expect("curl");
+    let plain = String::from_utf8_lossy(&plain.stdout);
+    assert!(
+        !plain.contains("JupyterLab") && !plain.trim_end().ends_with("200"),
+        "plain HTTP gets no Jupyter page: {plain}"
+    );
+}

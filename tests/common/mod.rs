@@ -4,6 +4,7 @@
 
 pub mod bench_report;
 pub mod cloud;
+pub mod container_key;
 pub mod gpu_repo;
 pub mod jupyter;
 pub mod mnist;
