@@ -1,7 +1,7 @@
 # (Re)creates the Horovod container: host network, /shared, the containers' key (never the
 # hosts' login key), and the node names (ssh_config.d) that the elastic discovery script prints.
-# On the master, Jupyter also reads /etc/hvd-cluster/jupyter/config (JUPYTER_CONFIG_PATH),
-# where a public Jupyter's HTTPS certificate is named.
+# On the master, Jupyter Lab also reads the folder JUPYTER_CONFIG_PATH names, where a public
+# Jupyter's HTTPS certificate is set (written by the "keys and files" step).
 set -e
 image={{ image | shell_quote }}
 {% if runtime == "tool" %}# A user's image: what the cluster needs comes from the runtime folder (runtime.apply.sh),
