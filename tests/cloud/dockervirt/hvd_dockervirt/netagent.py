@@ -2,9 +2,10 @@
 
 Neutron 2026.1 has no Linux-bridge agent and the test cloud runs no OVS/OVN: fakebind binds the
 ports of the libvirt host as Linux-bridge ports (bridge brq<network id[:11]>, tap tap<port
-id[:11]>; os-vif makes the bridge, libvirt plugs the tap). Every INTERVAL seconds this agent
-reads Neutron (as admin) and makes this machine what the L3 agent and the security-group
-firewall would make:
+id[:11]>; os-vif makes the bridge, libvirt plugs the tap). Every INTERVAL seconds (doubling up
+to IDLE_INTERVAL while neither Neutron nor this machine's links change: each look is five
+listings of every project's resources) this agent reads Neutron (as admin) and makes this
+machine what the L3 agent and the security-group firewall would make:
 
 - the bridge of every network with a port on the libvirt host (made if os-vif has not yet);
 - each router interface's address on its network's bridge (the guests' default gateway); a
@@ -91,6 +92,11 @@ class State:
         routers = {r.id: r for r in conn.network.routers()}
         fips = list(conn.network.ips())
         sgs = {g.id: g for g in conn.network.security_groups()}
+        # what Neutron said, to tell a look that saw a change from one that did not
+        self.said = json.dumps(
+            [ports, *[sorted((x.to_dict() for x in c), key=lambda d: d["id"])
+                      for c in (subnets.values(), routers.values(), fips, sgs.values())]],
+            sort_keys=True, default=str)
 
         self.vm_ports = [p for p in ports if p.get("binding_host_id") == host]
         nets = {p["network_id"] for p in self.vm_ports}
@@ -359,8 +365,10 @@ class Agent:
         return True
 
     def sync(self):
+        """Makes this machine's networking match Neutron's; returns what it saw of both."""
         s = State(self.conn, self.a.host, self.public_id)
         links = {l["ifname"]: l for l in json.loads(run("ip", "-j", "addr", "show"))}
+        seen = (s.said, sorted(links))
         # bridges (os-vif makes them too; ours are the same: no IPv6, up)
         for b in s.bridges:
             if b not in links:
@@ -420,6 +428,7 @@ class Agent:
             log("security groups: " + (", ".join(
                 f"{tap_name(p)} {'open' if r is None else f'{len(r)} rule(s)'}"
                 for p, r in sorted(s.port_rules.items())) or "no port"))
+        return seen
 
 
 def main():
@@ -431,7 +440,9 @@ def main():
     ap.add_argument("--public-gateway", default="203.0.113.1",
                     help="this machine's address on the public bridge")
     ap.add_argument("--uplink", required=True, help="this machine's default-route interface")
-    ap.add_argument("--interval", type=float, default=2.0)
+    ap.add_argument("--interval", type=float, default=2.0, help="seconds between looks")
+    ap.add_argument("--idle-interval", type=float, default=8.0,
+                    help="the longest pause, reached while nothing changes")
     ap.add_argument("--state-dir", required=True, help="dnsmasq hosts, leases, pid files")
     ap.add_argument("--resolver", required=True,
                     help="DNS server the guests' dnsmasq forwards to (this machine's)")
@@ -439,17 +450,20 @@ def main():
     agent = Agent(a)
     log(f"watching ports of host {a.host}; external network {a.public_network} "
         f"on {a.public_bridge}, uplink {a.uplink}")
-    last_error = None
+    last_error, last_seen, interval = None, None, a.interval
     while True:
         try:
-            agent.sync()
-            last_error = None
+            seen = agent.sync()
+            # the fast pace after a change, doubling to --idle-interval while none (each look
+            # costs Neutron five listings of every project's resources)
+            interval = a.interval if seen != last_seen else min(interval * 2, a.idle_interval)
+            last_seen, last_error = seen, None
         except Exception as e:   # Neutron restarting, a port going away meanwhile, ...
             if str(e) != last_error:
                 log(f"error (retrying): {e}")
-            last_error = str(e)
+            last_error, interval = str(e), a.interval
             agent.applied.clear()   # re-apply everything next time
-        time.sleep(a.interval)
+        time.sleep(interval)
 
 
 if __name__ == "__main__":
