@@ -20,6 +20,7 @@ import time
 import openstack
 
 from hvd_dockervirt.docker import INSTANCE_LABEL, container_name, docker, ids, inspect
+from hvd_dockervirt.pace import next_interval
 
 
 def log(msg):
@@ -60,10 +61,6 @@ def sync(conn, net_id, docker_net):
             log(f"{ip} connected to {name}")
     return seen
 
-
-def next_interval(interval, base, most, changed):
-    """The fast pace again after a look that saw a change; double, up to MOST, while none."""
-    return base if changed else min(interval * 2, most)
 
 
 def main():

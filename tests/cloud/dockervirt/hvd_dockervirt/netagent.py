@@ -51,6 +51,8 @@ import time
 
 import openstack
 
+from hvd_dockervirt.pace import next_interval
+
 TABLE = "hvd_cloud"
 ROUTE_PROTO = "78"   # the agent's routes (start's own are 77)
 
@@ -456,7 +458,7 @@ def main():
             seen = agent.sync()
             # the fast pace after a change, doubling to --idle-interval while none (each look
             # costs Neutron five listings of every project's resources)
-            interval = a.interval if seen != last_seen else min(interval * 2, a.idle_interval)
+            interval = next_interval(interval, a.interval, a.idle_interval, seen != last_seen)
             last_seen, last_error = seen, None
         except Exception as e:   # Neutron restarting, a port going away meanwhile, ...
             if str(e) != last_error:
