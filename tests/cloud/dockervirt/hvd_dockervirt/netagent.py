@@ -3,7 +3,7 @@
 Neutron 2026.1 has no Linux-bridge agent and the test cloud runs no OVS/OVN: fakebind binds the
 ports of the libvirt host as Linux-bridge ports (bridge brq<network id[:11]>, tap tap<port
 id[:11]>; os-vif makes the bridge, libvirt plugs the tap). Every INTERVAL seconds (doubling up
-to IDLE_INTERVAL while neither Neutron nor this machine's links change: each look is five
+to IDLE_INTERVAL while neither Neutron nor this machine's bridges and taps change: each look is five
 listings of every project's resources) this agent reads Neutron (as admin) and makes this
 machine what the L3 agent and the security-group firewall would make:
 
@@ -370,7 +370,11 @@ class Agent:
         """Makes this machine's networking match Neutron's; returns what it saw of both."""
         s = State(self.conn, self.a.host, self.public_id)
         links = {l["ifname"]: l for l in json.loads(run("ip", "-j", "addr", "show"))}
-        seen = (s.said, sorted(links))
+        # what this agent acts on: its bridges, the guests' taps, the public bridge and the
+        # uplink; not the veths every local cluster's container adds and removes (seen in the
+        # fingerprint, they kept the agent at its fast pace while nothing of ours changed)
+        seen = (s.said, sorted(n for n in links if n.startswith(("brq", "tap"))
+                               or n in (self.a.public_bridge, self.a.uplink)))
         # bridges (os-vif makes them too; ours are the same: no IPv6, up)
         for b in s.bridges:
             if b not in links:
