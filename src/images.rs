@@ -18,10 +18,10 @@ pub const NODE_IMAGE: &str = "hvd-cluster/node:bookworm";
 pub const HOROVOD_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-hvd0.28.1";
 /// The same with Debian's Open MPI, horovod built for Gloo and MPI.
 pub const HOROVOD_MPI_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-hvd0.28.1-mpi";
-/// TensorFlow and Debian's PyTorch 1.13.1 (CPU), Gloo and Open MPI: one image for
-/// `horovodrun --gloo` and `--mpi`, either framework (profiles/local-pytorch.toml).
-pub const HOROVOD_TORCH_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-pt1.13.1-hvd0.28.1-mpi";
-/// The CUDA build of the same versions for GPU nodes (templates/images/horovod-cuda/): PyPI's
+/// Debian's PyTorch 1.13.1 (CPU), Gloo and Open MPI, no TensorFlow: one image for
+/// `horovodrun --gloo` and `--mpi` (profiles/local-pytorch.toml).
+pub const HOROVOD_TORCH_IMAGE: &str = "hvd-cluster/horovod:pt1.13.1-hvd0.28.1-mpi";
+/// The CUDA build of both frameworks for GPU nodes (templates/images/horovod-cuda/): PyPI's
 /// tensorflow and torch (cu117 wheel) on PyPI's CUDA 11.8 libraries, horovod with NCCL, Gloo
 /// and Open MPI (profiles/science-cloud.toml).
 pub const HOROVOD_CUDA_IMAGE: &str = "hvd-cluster/horovod:tf2.12.1-pt1.13.1-hvd0.28.1-mpi-cu118";
@@ -93,7 +93,11 @@ pub fn cpu_build_on_gpus(
 pub fn build_env(image: &str) -> &'static [(&'static str, &'static str)] {
     match image {
         HOROVOD_MPI_IMAGE => &[("HOROVOD_WITH_MPI", "1")],
-        HOROVOD_TORCH_IMAGE => &[("HOROVOD_WITH_MPI", "1"), ("HVD_WITH_TORCH", "1")],
+        HOROVOD_TORCH_IMAGE => &[
+            ("HOROVOD_WITH_MPI", "1"),
+            ("HVD_WITH_TORCH", "1"),
+            ("HVD_WITH_TF", "0"),
+        ],
         HOROVOD_CUDA_IMAGE => &[
             ("HOROVOD_WITH_MPI", "1"),
             ("HVD_WITH_TORCH", "1"),
@@ -105,7 +109,12 @@ pub fn build_env(image: &str) -> &'static [(&'static str, &'static str)] {
 
 /// scripts/build-images' variant switches: a value left in the user's shell would build
 /// another image than the profile's under that image's name.
-const VARIANT_SWITCHES: &[&str] = &["HOROVOD_WITH_MPI", "HVD_WITH_TORCH", "HVD_CUDA"];
+pub(crate) const VARIANT_SWITCHES: &[&str] = &[
+    "HOROVOD_WITH_MPI",
+    "HVD_WITH_TORCH",
+    "HVD_WITH_TF",
+    "HVD_CUDA",
+];
 
 const BUILD_SCRIPT: &str = include_str!("../scripts/build-images");
 
@@ -355,9 +364,13 @@ mod tests {
     fn variants_build_under_the_environment_that_names_their_tag() {
         let tag = |env: &[(&str, &str)]| {
             let on = |k: &str| env.iter().any(|(key, v)| *key == k && *v == "1");
+            let off = |k: &str| env.iter().any(|(key, v)| *key == k && *v == "0");
             format!(
-                "hvd-cluster/horovod:tf2.12.1{}-hvd0.28.1{}{}",
-                if on("HVD_WITH_TORCH") {
+                "hvd-cluster/horovod:{}{}-hvd0.28.1{}{}",
+                if off("HVD_WITH_TF") { "" } else { "tf2.12.1" },
+                if on("HVD_WITH_TORCH") && off("HVD_WITH_TF") {
+                    "pt1.13.1"
+                } else if on("HVD_WITH_TORCH") {
                     "-pt1.13.1"
                 } else {
                     ""
@@ -378,6 +391,7 @@ mod tests {
             }
         }
         assert!(super::BUILD_SCRIPT.contains("TORCH_TAG=-pt1.13.1"));
+        assert!(super::BUILD_SCRIPT.contains(r#"HVD_TAG=${TORCH_TAG#-}-hvd$HVD_VERSION"#));
         assert!(super::BUILD_SCRIPT.contains("HVD_TAG=$HVD_TAG-cu118"));
         assert!(super::build_env("someone/else:latest").is_empty());
     }

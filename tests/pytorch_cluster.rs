@@ -1,5 +1,5 @@
 //! PyTorch and Open MPI on the local provider, all on ONE cluster of profiles/local-pytorch.toml
-//! (collective = "mpi", the image with TensorFlow and Debian's PyTorch), read from the jobs'
+//! (collective = "mpi", the PyTorch image: Debian's PyTorch, no TensorFlow), read from the jobs'
 //! own output:
 //! - `up` passes the acceptance check, every rank saying it ran on the MPI controller;
 //! - examples/pytorch_mnist.py under `run` (horovodrun --mpi, the user's --mpi-args passed

@@ -170,6 +170,15 @@ mod tests {
         }
         assert!(s.contains("export HOROVOD_WITH_MPI='1'"), "{s}");
         assert!(s.contains("export HVD_WITH_TORCH='1'"), "{s}");
+        assert!(s.contains("export HVD_WITH_TF='0'"), "{s}");
+        // a switch left in the master's environment would build another variant under the tag
+        let unset = s
+            .lines()
+            .find(|l| l.starts_with("unset "))
+            .expect("an unset line");
+        for switch in images::VARIANT_SWITCHES {
+            assert!(unset.split(' ').any(|w| w == *switch), "{switch}: {unset}");
+        }
         assert!(!s.contains("export HVD_CUDA="), "{s}");
         assert!(s.contains(&format!(
             "docker image inspect -f '{{{{.Id}}}}' '{}'",

@@ -14,7 +14,7 @@ chmod {{ f.mode }} "$recipe.new/"{{ f.path | shell_quote }}
 {% endfor %}rm -rf "$recipe"
 mv "$recipe.new" "$recipe"
 # Only the variant switches of this image; the mirror is this node's own (its apt sources).
-unset MIRROR SECURITY_MIRROR HVD_CLUSTER_APT_MIRROR HOROVOD_WITH_MPI HVD_WITH_TORCH HVD_CUDA
+unset MIRROR SECURITY_MIRROR HVD_CLUSTER_APT_MIRROR HOROVOD_WITH_MPI HVD_WITH_TORCH HVD_WITH_TF HVD_CUDA
 {% for e in env %}export {{ e.name }}={{ e.value | shell_quote }}
 {% endfor %}export LOG_DIR={{ log_dir | shell_quote }}
 # debootstrap makes device files in the base's root and runs programs there: not under a nodev
