@@ -171,7 +171,9 @@ def vm_image(c):
     kernel = upload(f"{VM_IMAGE}-kernel", "vmlinuz", "aki", "aki")
     ramdisk = upload(f"{VM_IMAGE}-initrd", "initrd.img", "ari", "ari")
     props = {"kernel_id": kernel.id, "ramdisk_id": ramdisk.id,
-             "os_command_line": "root=/dev/vda ro console=ttyS0",
+             # Emulation only (README, Image): no speculation to mitigate under TCG, and its
+             # TSC is the host's clock, so the guest need not fall back to the emulated HPET.
+             "os_command_line": "root=/dev/vda ro console=ttyS0 mitigations=off tsc=reliable",
              "os_distro": "debian", "os_version": "12", "os_admin_user": "debian",
              "os_type": "linux", "architecture": "x86_64", "hypervisor_type": "qemu",
              "hw_disk_bus": "virtio", "hw_vif_model": "virtio",
