@@ -180,6 +180,21 @@ fn qemu_processes() -> Vec<String> {
         .collect()
 }
 
+/// The `check:` line a command that ends in the check (`up`, `start`, `scale`) printed.
+fn check_line<'a>(out: &'a str, command: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with("check:"))
+        .unwrap_or_else(|| panic!("{command} prints the check"))
+}
+
+/// The `Host NAME` block of the cluster's ssh config.
+fn host_block<'a>(config: &'a str, name: &str) -> &'a str {
+    config
+        .split("Host ")
+        .find(|b| b.starts_with(&format!("{name}\n")) || b.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no Host {name} in:\n{config}"))
+}
+
 /// What the cloud's data plane holds for the cluster, named by the ids Neutron and Nova
 /// gave it: qemu processes, libvirt domains, the network's bridge, the ports' taps and
 /// nftables rules naming them.
@@ -665,10 +680,7 @@ fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> DataPlane {
         said.contains(&format!("master -> {worker} over plain TCP")),
         "the worker gets the master's copy: {said}"
     );
-    let check = out
-        .lines()
-        .find(|l| l.starts_with("check:"))
-        .expect("scale prints the check");
+    let check = check_line(&out, "scale");
     assert!(check.contains("3 rank(s) joined"), "{check}");
     assert!(
         check.contains(&master) && check.contains(&worker),
@@ -685,11 +697,10 @@ fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> DataPlane {
     // SSH: the worker through the master.
     let config = c.hvd(&["ssh-config", &c.profile]);
     let config = String::from_utf8_lossy(&config.stdout).into_owned();
-    let worker_block = config
-        .split("Host ")
-        .find(|b| b.starts_with(&format!("{worker}\n")) || b.starts_with(&format!("{worker} ")))
-        .unwrap_or_else(|| panic!("no Host {worker} in:\n{config}"));
-    assert!(worker_block.contains("ProxyJump"), "{config}");
+    assert!(
+        host_block(&config, &worker).contains("ProxyJump"),
+        "{config}"
+    );
     assert!(config.contains(&format!("HostName {fip}")), "{config}");
     let private = |node: &str, what: &str| {
         c.on_node(node, &["hostname", "-I"])
@@ -871,30 +882,23 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
         }
 
         // The check passed across every slot: two ranks on the master.
-        let check = out
-            .lines()
-            .find(|l| l.starts_with("check:"))
-            .expect("up prints the check");
+        let check = check_line(&out, "up");
         assert!(check.contains("2 rank(s) joined"), "{check}");
         assert!(check.contains(&master), "{check}");
 
         // SSH: the master by its floating IP.
         let config = c.hvd(&["ssh-config", &c.profile]);
         let config = String::from_utf8_lossy(&config.stdout).into_owned();
-        let block = |n: &str| {
-            config
-                .split("Host ")
-                .find(|b| b.starts_with(&format!("{n}\n")) || b.starts_with(&format!("{n} ")))
-                .unwrap_or_else(|| panic!("no Host {n} in:\n{config}"))
-                .to_string()
-        };
-        let fip = block(&master)
+        let fip = host_block(&config, &master)
             .lines()
             .find_map(|l| l.trim().strip_prefix("HostName "))
             .expect("the master's HostName")
             .to_string();
         assert!(fip.starts_with("203.0.113."), "{config}");
-        assert!(!block(&master).contains("ProxyJump"), "{config}");
+        assert!(
+            !host_block(&config, &master).contains("ProxyJump"),
+            "{config}"
+        );
         let kernel = c.on_node("master", &["uname", "-r"]);
         assert!(!kernel.trim().is_empty());
 
