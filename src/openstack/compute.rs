@@ -11,7 +11,7 @@ use super::http::{Request, Session};
 use super::service::Service;
 use super::{parse_quota_usages, QuotaUsages};
 
-pub use super::server_create::{ServerCreate, ServerNetwork, MAX_USER_DATA};
+pub use super::server_create::{BootVolume, ServerCreate, ServerNetwork, MAX_USER_DATA};
 
 const S: Service = Service::Compute;
 
@@ -203,6 +203,18 @@ pub struct Server {
     pub created: Option<String>,
     pub updated: Option<String>,
     pub progress: Option<u8>,
+    /// Its volumes; a volume-backed server's root volume among them.
+    #[serde(rename = "os-extended-volumes:volumes_attached")]
+    pub volumes_attached: Vec<AttachedVolume>,
+}
+
+/// A volume as a server lists it.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AttachedVolume {
+    pub id: String,
+    /// Nova deletes it with the server (a root volume made from an image, here).
+    pub delete_on_termination: bool,
 }
 
 fn image_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {

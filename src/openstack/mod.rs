@@ -43,8 +43,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 pub use compute::{
-    Compute, ComputeLimits, Fault, Flavor, Keypair, PowerState, Server, ServerAddress,
-    ServerCreate, ServerFilter, ServerFlavor, ServerNetwork, ServerStatus, VolumeAttachment,
+    AttachedVolume, BootVolume, Compute, ComputeLimits, Fault, Flavor, Keypair, PowerState, Server,
+    ServerAddress, ServerCreate, ServerFilter, ServerFlavor, ServerNetwork, ServerStatus,
+    VolumeAttachment,
 };
 pub use config::{AuthMethod, CloudConfig, ConfigError, ConfigFiles, Interface, Secret};
 pub use error::{ApiError, OpenStackError};

@@ -40,6 +40,18 @@ pub struct ServerCreate {
     pub availability_zone: Option<String>,
     /// Guest hostname (2.90+).
     pub hostname: Option<String>,
+    /// Boot from a new volume made from `image_id` instead of the flavor's root disk.
+    pub boot_volume: Option<BootVolume>,
+}
+
+/// The root volume Nova makes from the image for a volume-backed server
+/// (`block_device_mapping_v2`: source image, destination volume, deleted with the server).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootVolume {
+    /// GiB
+    pub size_gb: u32,
+    /// The cloud's default type when `None` (2.67+).
+    pub volume_type: Option<String>,
 }
 
 impl ServerCreate {
@@ -48,7 +60,27 @@ impl ServerCreate {
         let mut server = serde_json::Map::new();
         server.insert("name".into(), json!(self.name));
         server.insert("flavorRef".into(), json!(self.flavor_id));
-        server.insert("imageRef".into(), json!(self.image_id));
+        match &self.boot_volume {
+            // Nova takes the image from the mapping; an imageRef beside it would ask for a
+            // local root disk too.
+            Some(v) => {
+                let mut device = json!({
+                    "boot_index": 0,
+                    "uuid": self.image_id,
+                    "source_type": "image",
+                    "destination_type": "volume",
+                    "volume_size": v.size_gb,
+                    "delete_on_termination": true,
+                });
+                if let Some(t) = &v.volume_type {
+                    device["volume_type"] = json!(t);
+                }
+                server.insert("block_device_mapping_v2".into(), json!([device]));
+            }
+            None => {
+                server.insert("imageRef".into(), json!(self.image_id));
+            }
+        }
         let networks = if self.networks.is_empty() {
             json!("none")
         } else {

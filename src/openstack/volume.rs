@@ -126,6 +126,22 @@ impl VolumeApi {
         .transpose()
     }
 
+    /// `POST /volumes/{id}/metadata`: adds (or changes) these items, keeps the others.
+    pub async fn add_metadata(
+        &self,
+        id: &str,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<(), OpenStackError> {
+        self.session
+            .send(&Request::post(
+                S,
+                format!("volumes/{id}/metadata"),
+                json!({ "metadata": metadata }),
+            ))
+            .await
+            .map(drop)
+    }
+
     /// Asynchronous (the volume goes `deleting`); retried while busy; Ok if already gone.
     pub async fn delete_volume(&self, id: &str) -> Result<(), OpenStackError> {
         gone(
@@ -146,6 +162,22 @@ impl VolumeApi {
             .await?
             .json_at("limits")?;
         Ok(l.absolute)
+    }
+
+    /// Admin: `PUT /os-quota-sets/{project}` with the given limits (`volumes`, `gigabytes`...).
+    pub async fn set_quota(
+        &self,
+        project_id: &str,
+        limits: &BTreeMap<String, i64>,
+    ) -> Result<(), OpenStackError> {
+        self.session
+            .send(&Request::put(
+                S,
+                format!("os-quota-sets/{project_id}"),
+                json!({ "quota_set": limits }),
+            ))
+            .await
+            .map(drop)
     }
 
     /// `GET /os-quota-sets/{project}?usage=True`.

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use hvd_cluster::openstack::auth::{self, Catalog};
 use hvd_cluster::openstack::compute::{
-    ComputeLimits, Flavor, Keypair, PowerState, Server, ServerStatus,
+    BootVolume, ComputeLimits, Flavor, Keypair, PowerState, Server, ServerStatus,
 };
 use hvd_cluster::openstack::config::{
     AppCredentialRef, AuthMethod, ConfigError, ConfigFile, ConfigFiles, DomainRef, Interface,

@@ -71,6 +71,12 @@ fn nova_servers_every_shape() {
     assert_eq!(s.hostname.as_deref(), Some("new-server-test"));
     assert!(s.tags.is_empty() && s.fault.is_none());
     assert_eq!(s.availability_zone.as_deref(), Some("us-west"));
+    let attached: Vec<(&str, bool)> = s
+        .volumes_attached
+        .iter()
+        .map(|v| (v.id.as_str(), v.delete_on_termination))
+        .collect();
+    assert_eq!(attached, [("volume_id1", false), ("volume_id2", false)]);
 
     // down cell: nearly everything missing
     let s: Server = at(
@@ -204,6 +210,62 @@ fn nova_server_create_body_matches_the_sample() -> TestResult {
         ..ServerCreate::default()
     };
     assert!(matches!(too_big.to_body(), Err(OpenStackError::Invalid(m)) if m.contains("65535")));
+    Ok(())
+}
+
+/// A volume-backed server: the mapping of Nova's own sample (source image, destination
+/// volume, boot index 0, size, type), deleted with the server, and no imageRef beside it.
+#[test]
+fn nova_boot_from_volume_body_matches_the_sample() -> TestResult {
+    let sample = fixture("nova/server-create-req.v2.67.json");
+    let want = &sample["server"]["block_device_mapping_v2"][0];
+    let body = ServerCreate {
+        name: "bfv-server-with-volume-type".into(),
+        flavor_id: "1".into(),
+        image_id: "70a599e0-31e7-49b7-b260-868f441e862b".into(),
+        boot_volume: Some(BootVolume {
+            size_gb: 1,
+            volume_type: Some("lvm-1".into()),
+        }),
+        ..ServerCreate::default()
+    }
+    .to_body()?;
+    let server = &body["server"];
+    assert!(server.get("imageRef").is_none(), "{server}");
+    assert!(sample["server"].get("imageRef").is_none());
+    let ours = &server["block_device_mapping_v2"][0];
+    for key in [
+        "uuid",
+        "source_type",
+        "destination_type",
+        "boot_index",
+        "volume_type",
+    ] {
+        assert_eq!(ours[key], want[key], "{key}");
+    }
+    assert_eq!(
+        ours["volume_size"].to_string(),
+        want["volume_size"].as_str().unwrap_or_default(),
+        "volume_size"
+    );
+    assert_eq!(ours["delete_on_termination"], true);
+    assert_eq!(
+        server["block_device_mapping_v2"].as_array().map(Vec::len),
+        Some(1)
+    );
+    // Without a type the cloud's default is used: no key at all.
+    let body = ServerCreate {
+        image_id: "i".into(),
+        boot_volume: Some(BootVolume {
+            size_gb: 40,
+            volume_type: None,
+        }),
+        ..ServerCreate::default()
+    }
+    .to_body()?;
+    let ours = &body["server"]["block_device_mapping_v2"][0];
+    assert!(ours.get("volume_type").is_none(), "{ours}");
+    assert_eq!(ours["volume_size"], 40);
     Ok(())
 }
 
