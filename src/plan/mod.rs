@@ -131,6 +131,34 @@ pub enum RuleSource {
     Group(String),
 }
 
+/// A server that boots from a new Cinder volume made from its image (deleted with it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RootVolume {
+    pub size_gb: u32,
+    /// The cloud's default type when `None`.
+    pub volume_type: Option<String>,
+}
+
+impl RootVolume {
+    /// The root volume a profile's `root_volume_gb` and `volume_type` ask for.
+    pub fn of(size_gb: Option<u32>, volume_type: &Option<String>) -> Option<RootVolume> {
+        size_gb.map(|size_gb| RootVolume {
+            size_gb,
+            volume_type: volume_type.clone(),
+        })
+    }
+}
+
+impl fmt::Display for RootVolume {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "boots from a {} GB volume", self.size_gb)?;
+        if let Some(t) = &self.volume_type {
+            write!(f, " of type {}", crate::input::shown(t))?;
+        }
+        Ok(())
+    }
+}
+
 /// What a resource should be, independent of any cloud id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
@@ -166,6 +194,8 @@ pub enum Spec {
         image: String,
         security_groups: Vec<String>,
         network: String,
+        /// `None`: the flavor's own root disk.
+        root_volume: Option<RootVolume>,
     },
     FloatingIp {
         pool: String,
@@ -385,9 +415,13 @@ impl fmt::Display for Plan {
         sorted.sort_by_key(|a| a.kind().level());
         for a in sorted {
             match a {
-                Action::Create { desired } => {
-                    writeln!(f, "  + create  {:<18} {}", desired.kind(), desired.name)?
-                }
+                Action::Create { desired } => writeln!(
+                    f,
+                    "  + create  {:<18} {}{}",
+                    desired.kind(),
+                    desired.name,
+                    disk_note(&desired.spec)
+                )?,
                 Action::Keep {
                     desired,
                     id,
@@ -421,6 +455,17 @@ impl fmt::Display for Plan {
             "{} to create, {} to replace, {} to delete, {} unchanged",
             c.create, c.replace, c.delete, c.keep
         )
+    }
+}
+
+/// `" (boots from a 40 GB volume)"` for a server on a root volume; nothing otherwise.
+fn disk_note(spec: &Spec) -> String {
+    match spec {
+        Spec::Server {
+            root_volume: Some(v),
+            ..
+        } => format!(" ({v})"),
+        _ => String::new(),
     }
 }
 

@@ -37,8 +37,16 @@ impl QuotaDelta {
     pub fn of(plan: &Plan, flavor: impl Fn(&str) -> Option<FlavorSize>) -> QuotaDelta {
         let mut q = QuotaDelta::default();
         let mut add = |d: &Desired, sign: i64| match &d.spec {
-            Spec::Server { flavor: f, .. } => {
+            Spec::Server {
+                flavor: f,
+                root_volume,
+                ..
+            } => {
                 q.instances += sign;
+                if let Some(v) = root_volume {
+                    q.volumes += sign;
+                    q.volume_gigabytes += sign * i64::from(v.size_gb);
+                }
                 if let Some(size) = flavor(f) {
                     q.cores += sign * i64::from(size.vcpus);
                     q.ram_mb += sign * size.ram_mb as i64;

@@ -489,3 +489,33 @@ fn roles_are_spelled_as_state_files_and_templates_have_them() {
     assert_eq!(format!("{:<7}|", Role::Master), "master |");
     assert_eq!(Role::Worker.as_str(), "worker");
 }
+
+/// Root volumes: each server's own, counted in the volume quotas, shown in the plan; a
+/// worker's replacement gets one too.
+#[test]
+fn root_volumes_are_shown_and_counted() {
+    let mut p = profile(2);
+    p.master.root_volume_gb = Some(40);
+    p.workers.root_volume_gb = Some(25);
+    p.workers.volume_type = Some("ssd\u{1b}[31m".into());
+    let plan = plan(&p, &Observation::default());
+    let delta = QuotaDelta::of(&plan, |_| None);
+    assert_eq!((delta.volumes, delta.volume_gigabytes), (3, 40 + 2 * 25));
+    let shown = plan.to_string();
+    assert!(
+        shown.contains("server             demo-master (boots from a 40 GB volume)\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("demo-worker-2 (boots from a 25 GB volume of type ssd\\u{1b}[31m)"),
+        "the type is shown escaped: {shown}"
+    );
+    // Without root volumes nothing is said and nothing counted.
+    let plain = super::plan(
+        &profile(2),
+        crate::provider::blueprint(crate::profile::ProviderKind::OpenStack),
+        &Observation::default(),
+    );
+    assert_eq!(QuotaDelta::of(&plain, |_| None).volumes, 0);
+    assert!(!plain.to_string().contains("volume)"));
+}

@@ -9,7 +9,7 @@ mod tests;
 mod validate;
 
 pub use diagnostics::{nearest, ProfileError};
-pub use validate::parse_cidr;
+pub use validate::{parse_cidr, MAX_ROOT_VOLUME_GB};
 
 use std::path::{Path, PathBuf};
 
@@ -118,6 +118,14 @@ pub struct MasterSpec {
     /// Horovod slots on the master; default: its GPUs, or 1.
     #[serde(default)]
     pub slots: Option<u32>,
+    /// Boot from a new Cinder volume of this many GiB, made from the image and deleted with
+    /// the server, instead of the flavor's root disk (OpenStack only). A flavor without a
+    /// root disk gets one even when this is left out, sized for the image and Docker.
+    #[serde(default)]
+    pub root_volume_gb: Option<u32>,
+    /// The Cinder volume type of the root volume; default: the cloud's default type.
+    #[serde(default)]
+    pub volume_type: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -135,6 +143,12 @@ pub struct WorkerSpec {
     /// Horovod slots per worker; default: its GPUs, or 1.
     #[serde(default)]
     pub slots: Option<u32>,
+    /// As `[master] root_volume_gb`, for every worker.
+    #[serde(default)]
+    pub root_volume_gb: Option<u32>,
+    /// As `[master] volume_type`, for every worker.
+    #[serde(default)]
+    pub volume_type: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]

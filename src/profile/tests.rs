@@ -370,3 +370,56 @@ fn autostop_needs_a_cloud() {
     assert_eq!(e.field, "lifecycle.autostop");
     assert!(e.to_string().contains("needs an OpenStack cloud"), "{e}");
 }
+
+/// `root_volume_gb` and `volume_type`: a size Cinder can make, a printable type, OpenStack only.
+#[test]
+fn root_volumes_are_checked() {
+    let ok = parse_str(&GOOD.replace(
+        "count = 3",
+        "count = 3\nroot_volume_gb = 200\nvolume_type = \"ssd\"",
+    ))
+    .unwrap();
+    assert_eq!(ok.workers.root_volume_gb, Some(200));
+    assert_eq!(ok.workers.volume_type.as_deref(), Some("ssd"));
+    let cases = [
+        (
+            GOOD.replace("count = 3", "count = 3\nroot_volume_gb = 0"),
+            "workers.root_volume_gb",
+            "at least 1 GiB",
+        ),
+        (
+            GOOD.replace(
+                "image = \"debian-12-genericcloud-amd64\"",
+                "image = \"debian-12-genericcloud-amd64\"\nroot_volume_gb = 100000",
+            ),
+            "master.root_volume_gb",
+            "more than the 16384 GiB",
+        ),
+        (
+            GOOD.replace("count = 3", "count = 3\nvolume_type = \"a\\nb\""),
+            "workers.volume_type",
+            "",
+        ),
+        (
+            GOOD.replace(
+                "count = 3",
+                &format!("count = 3\nvolume_type = \"{}\"", "x".repeat(300)),
+            ),
+            "workers.volume_type",
+            "",
+        ),
+        (
+            format!(
+                "provider = \"local\"\n{}",
+                GOOD.replace("count = 3", "count = 3\nroot_volume_gb = 50")
+            ),
+            "workers.root_volume_gb",
+            "needs the openstack provider",
+        ),
+    ];
+    for (text, field, says) in cases {
+        let e = parse_str(&text).unwrap_err();
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+}

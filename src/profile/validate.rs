@@ -60,6 +60,7 @@ pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
     if p.provider == ProviderKind::OpenStack {
         validate_openstack(p)?;
     }
+    validate_root_volumes(p)?;
     if p.network.cidr.is_some() && p.network.existing.is_none() {
         // Also the fallback for who may mount /shared on any provider.
         validate_subnet(p)?;
@@ -136,6 +137,49 @@ pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
     Ok(())
 }
 
+/// `root_volume_gb` and `volume_type`: Cinder volumes, so OpenStack only; a size Cinder can
+/// make (1 GiB to 16 TiB) and a type only with a volume to give it to.
+fn validate_root_volumes(p: &Profile) -> Result<(), Issue> {
+    for (role, size, volume_type) in [
+        ("master", p.master.root_volume_gb, &p.master.volume_type),
+        ("workers", p.workers.root_volume_gb, &p.workers.volume_type),
+    ] {
+        if p.provider == ProviderKind::Local && (size.is_some() || volume_type.is_some()) {
+            let field = if size.is_some() {
+                "root_volume_gb"
+            } else {
+                "volume_type"
+            };
+            return Err(issue(
+                &format!("{role}.{field}"),
+                "a Cinder volume needs the openstack provider",
+                Some("local nodes keep their files on this machine's disk; remove it"),
+            ));
+        }
+        match size {
+            Some(0) => {
+                return Err(issue(
+                    &format!("{role}.root_volume_gb"),
+                    "must be at least 1 GiB",
+                    Some("leave it out to use the flavor's root disk"),
+                ))
+            }
+            Some(gb) if gb > MAX_ROOT_VOLUME_GB => {
+                return Err(issue(
+                    &format!("{role}.root_volume_gb"),
+                    format!("{gb} GiB is more than the {MAX_ROOT_VOLUME_GB} GiB supported"),
+                    None,
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The largest root volume the profile accepts (16 TiB).
+pub const MAX_ROOT_VOLUME_GB: u32 = 16 * 1024;
+
 fn refused(field: &str, e: Refused) -> Issue {
     issue(field, e.0, None)
 }
@@ -160,6 +204,8 @@ fn check_cloud_names(p: &Profile) -> Result<(), Issue> {
             p.floating_ip.as_ref().map(|f| f.pool.as_str()),
         ),
         ("storage.share_type", p.storage.share_type.as_deref()),
+        ("master.volume_type", p.master.volume_type.as_deref()),
+        ("workers.volume_type", p.workers.volume_type.as_deref()),
     ];
     for (field, value) in fields {
         if let Some(value) = value {

@@ -326,6 +326,7 @@ impl Blueprint for LocalBlueprint {
                     image: String::new(),
                     security_groups: vec![],
                     network: n.network(),
+                    root_volume: None,
                 },
             },
         ]
@@ -342,6 +343,7 @@ impl Blueprint for LocalBlueprint {
                 image: p.worker_image().unwrap_or_default().to_string(),
                 security_groups: vec![],
                 network: p.network.existing.clone().unwrap_or_else(|| n.network()),
+                root_volume: None,
             },
         }
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::settle::{adoption, rule_matches, settle, Adoption};
 use super::{tag, OpenStackProvider, META_KEY};
 use crate::openstack::{
-    FloatingIpCreate, NetworkCreate, Query, Remote, Resource, RouterCreate, RuleCreate,
+    BootVolume, FloatingIpCreate, NetworkCreate, Query, Remote, Resource, RouterCreate, RuleCreate,
     SecurityGroupCreate, ServerCreate, ServerFilter, ServerNetwork, ServerStatus, ShareCreate,
     SubnetCreate, VolumeCreate,
 };
@@ -295,6 +295,7 @@ impl OpenStackProvider {
             image,
             security_groups,
             network,
+            root_volume,
         } = &d.spec
         else {
             return Err(ProviderError::Cloud(format!("{} is not a server", d.name)));
@@ -345,6 +346,10 @@ impl OpenStackProvider {
                     .map_err(|e| ProviderError::Cloud(e.to_string()))?
                     .into_bytes(),
             ),
+            boot_volume: root_volume.as_ref().map(|v| BootVolume {
+                size_gb: v.size_gb,
+                volume_type: v.volume_type.clone(),
+            }),
             ..ServerCreate::default()
         };
         let (server, ours) = (&server, tag(cluster));

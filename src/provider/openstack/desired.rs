@@ -3,7 +3,7 @@
 //! subnet and router unless an existing network is named, the share or volume `/shared`
 //! needs, the master (with a floating IP) and the workers. Pure: the profile in, resources out.
 
-use crate::plan::{Blueprint, Desired, Names, Role, Rule, RuleSource, Spec};
+use crate::plan::{Blueprint, Desired, Names, Role, RootVolume, Rule, RuleSource, Spec};
 use crate::profile::{JupyterAccess, Profile, StorageKind};
 
 /// The OpenStack layout of a cluster.
@@ -124,6 +124,7 @@ impl Blueprint for OpenStackBlueprint {
                 image: p.master.image.clone().unwrap_or_default(),
                 security_groups: vec![nodes.clone(), n.master_group()],
                 network: network.clone(),
+                root_volume: RootVolume::of(p.master.root_volume_gb, &p.master.volume_type),
             },
         });
         if let Some(fip) = &p.floating_ip {
@@ -151,6 +152,7 @@ impl Blueprint for OpenStackBlueprint {
                 image: p.worker_image().unwrap_or_default().to_string(),
                 security_groups,
                 network,
+                root_volume: RootVolume::of(p.workers.root_volume_gb, &p.workers.volume_type),
             },
         }
     }
