@@ -26,13 +26,24 @@ use crate::render::HostSlots;
 use crate::ssh;
 use crate::state::{ClusterDir, ClusterState, LockGuard};
 
-/// Connects to the provider a profile names and resolves every name it uses.
-pub async fn connect(ctx: &Context, p: &Profile) -> Result<Box<dyn Provider>, Error> {
+/// Connects to the provider a profile names, resolves every name it uses and fills in what
+/// the profile leaves to the cloud (said in a line each).
+pub async fn connect(ctx: &Context, p: &mut Profile) -> Result<Box<dyn Provider>, Error> {
     let spinner = ctx.progress.spinner("connecting");
     let mut provider = provider::connect(&Place::of(p)).await?;
     spinner.set_message("resolving flavors, images, networks");
     provider.resolve(p).await?;
     spinner.finish_and_clear();
+    // The container image's size where this machine has it (it is sent from here).
+    let container_bytes = match p.container.source {
+        ImageSource::Build | ImageSource::Transfer => {
+            images::local_image_bytes(&p.container.image).await
+        }
+        _ => None,
+    };
+    for line in provider.complete_profile(p, container_bytes) {
+        ctx.progress.line(line);
+    }
     Ok(provider)
 }
 
@@ -127,7 +138,7 @@ pub struct Ready {
 /// or converge the cloud's resources. Bad input is refused before any file is written.
 pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<Provisioned, Error> {
     let started = Instant::now();
-    let p = profile::load(file)?;
+    let mut p = profile::load(file)?;
     cluster::check_state_dir_for_ssh(ctx, &p.name).map_err(Error::Usage)?;
     let targets = provider::images_to_build(&p, infra_only);
     if !targets.is_empty() {
@@ -157,7 +168,7 @@ pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<P
         )
         .await?;
     }
-    let mut provider = connect(ctx, &p).await?;
+    let mut provider = connect(ctx, &mut p).await?;
     let mut prepared = prepare(ctx, &p, &dir, provider.as_ref()).await?;
     // A stopped cluster (`stop`) is started first, then planned again as it now is. The
     // servers started or made here may come with new host keys: their consoles may vouch.

@@ -257,6 +257,19 @@ pub enum ImageError {
 pub const MIRROR_VAR: &str = "HVD_CLUSTER_APT_MIRROR";
 
 /// The mirror named by [`MIRROR_VAR`], checked by its grammar (bad input: exit 2).
+/// The size (bytes, unpacked) of an image on this machine's Docker engine, if it is there.
+pub async fn local_image_bytes(image: &str) -> Option<u64> {
+    let out = tokio::process::Command::new("docker")
+        .args(["image", "inspect", "-f", "{{.Size}}", image])
+        .output()
+        .await
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
 pub fn mirror_from_env() -> Result<Option<String>, ImageError> {
     match std::env::var(MIRROR_VAR) {
         Ok(m) if !m.is_empty() => {

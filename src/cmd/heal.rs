@@ -15,9 +15,9 @@ use crate::state::ClusterDir;
 pub async fn heal(ctx: &mut Context, file: &Path, watch: Option<Duration>) -> Result<u8, Error> {
     ctx.probe_workers = true;
     loop {
-        let p = profile::load(file)?;
+        let mut p = profile::load(file)?;
         let dir = ClusterDir::open(&ctx.state_root, &p.name)?;
-        let provider = converge::connect(ctx, &p).await?;
+        let provider = converge::connect(ctx, &mut p).await?;
         let prepared = converge::prepare(ctx, &p, &dir, provider.as_ref()).await?;
         let stopped = prepared
             .observed

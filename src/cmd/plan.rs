@@ -12,10 +12,10 @@ use crate::profile;
 use crate::state::ClusterDir;
 
 pub async fn plan(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
-    let p = profile::load(file)?;
+    let mut p = profile::load(file)?;
     // `plan` only looks: a cluster not made yet gets no folder from it.
     let dir = ClusterDir::look(&ctx.state_root, &p.name)?;
-    let provider = converge::connect(ctx, &p).await?;
+    let provider = converge::connect(ctx, &mut p).await?;
     let converge::Prepared {
         plan,
         shortfalls,

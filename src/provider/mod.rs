@@ -62,6 +62,12 @@ pub trait Provider: Send + Sync {
         Box::pin(async { Ok(()) })
     }
 
+    /// What the profile leaves to the cloud, filled in once names are resolved (a root
+    /// volume for a flavor without a root disk); one line for the user per change.
+    fn complete_profile(&self, _p: &mut Profile, _container_bytes: Option<u64>) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The cluster's public key, installed on every node it creates.
     fn set_public_key(&mut self, key: String);
 

@@ -1,11 +1,18 @@
 //! Deleting one resource. The client retries a DELETE whose outcome is unknown and takes a
 //! 404 as done; if it still has no clear answer, [`confirm_gone`] looks the resource up.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 use super::settle::confirm_gone;
-use super::OpenStackProvider;
+use super::{OpenStackProvider, META_KEY, ROOT_OF_KEY};
 use crate::openstack::{Resource, ServerStatus};
 use crate::plan::{Kind, Observed};
 use crate::provider::ProviderError;
+use crate::wait::{wait_until, Probe, WaitError};
+
+/// How long a deleted server's root volume may take to go.
+const ROOT_VOLUME_GONE: Duration = Duration::from_secs(300);
 
 impl OpenStackProvider {
     /// Deletes one resource. The client retries a DELETE whose outcome is unknown and takes a
@@ -52,6 +59,7 @@ impl OpenStackProvider {
             }
             Kind::FloatingIp => neutron(Resource::FloatingIp).await?,
             Kind::Server => {
+                let roots = self.mark_root_volumes(id, &old.name).await?;
                 confirm_gone(compute.delete_server(id), || async {
                     Ok(compute
                         .get_server(id)
@@ -60,6 +68,7 @@ impl OpenStackProvider {
                 })
                 .await?;
                 self.delete_shelve_snapshots(&old.name, id).await?;
+                self.delete_root_volumes(&old.name, &roots).await?;
             }
             Kind::Share => {
                 let api = self.os.share();
@@ -84,6 +93,67 @@ impl OpenStackProvider {
                     .await?
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A volume-backed server's root volumes (the ones Nova deletes with it), marked with the
+    /// cluster and the server before the server goes: if Nova's delete of one fails, `down`
+    /// (or the next `up`) finds it by that mark, even with the state folder lost.
+    async fn mark_root_volumes(&self, id: &str, name: &str) -> Result<Vec<String>, ProviderError> {
+        let Some(server) = self.os.compute().get_server(id).await? else {
+            return Ok(Vec::new());
+        };
+        let roots: Vec<String> = server
+            .volumes_attached
+            .iter()
+            .filter(|v| v.delete_on_termination)
+            .map(|v| v.id.clone())
+            .collect();
+        let Some(cluster) = server.metadata.get(META_KEY) else {
+            return Ok(roots);
+        };
+        let mark = BTreeMap::from([
+            (META_KEY.to_string(), cluster.clone()),
+            (ROOT_OF_KEY.to_string(), name.to_string()),
+        ]);
+        let api = self.os.volume();
+        for v in &roots {
+            api.add_metadata(v, &mark).await?;
+        }
+        Ok(roots)
+    }
+
+    /// Waits for Nova to delete a deleted server's root volumes, and deletes any it left
+    /// (detached, or failed): nothing of the server outlives `down`.
+    async fn delete_root_volumes(&self, server: &str, ids: &[String]) -> Result<(), ProviderError> {
+        let api = self.os.volume();
+        for id in ids {
+            let api = &api;
+            wait_until(ROOT_VOLUME_GONE, Duration::from_secs(2), || async move {
+                match api.get_volume(id).await {
+                    Ok(None) => Probe::Ready(()),
+                    Ok(Some(v)) if v.status == "available" || v.status.starts_with("error") => {
+                        match api.delete_volume(id).await {
+                            Ok(()) => Probe::Waiting(format!("root volume of {server} to go")),
+                            Err(e) => Probe::Failed(ProviderError::from(e)),
+                        }
+                    }
+                    Ok(Some(v)) => Probe::Waiting(format!(
+                        "root volume of {server} to go (status {})",
+                        v.status
+                    )),
+                    Err(e) => Probe::Failed(e.into()),
+                }
+            })
+            .await
+            .map_err(|e| match e {
+                WaitError::Failed(e) => e,
+                WaitError::TimedOut { .. } => ProviderError::Cloud(format!(
+                    "the root volume {id} of {server} is still there {}s after its server",
+                    ROOT_VOLUME_GONE.as_secs()
+                )),
+            })?;
         }
         Ok(())
     }

@@ -42,12 +42,17 @@ pub fn tag(cluster: &str) -> String {
     format!("hvd-cluster:{cluster}")
 }
 pub const META_KEY: &str = "hvd-cluster";
+/// Cinder metadata that names the server a root volume belongs to (set by `down` before the
+/// server goes, so a root volume that outlives it is found again).
+pub const ROOT_OF_KEY: &str = "hvd-root-of";
 
 /// Names the profile uses, resolved to cloud ids before any change is made.
 #[derive(Debug, Default, Clone)]
 struct Resolved {
     flavors: HashMap<String, openstack::Flavor>,
     images: HashMap<String, String>,
+    /// What a root volume made from each image needs at least (GiB; its min_disk or size).
+    image_needs_gb: HashMap<String, u64>,
     /// Networks by name: external networks, the floating IP pool, an existing network.
     networks: HashMap<String, String>,
 }
@@ -134,6 +139,10 @@ impl Provider for OpenStackProvider {
 
     fn resolve<'a>(&'a mut self, p: &'a Profile) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(OpenStackProvider::resolve(self, p))
+    }
+
+    fn complete_profile(&self, p: &mut Profile, container_bytes: Option<u64>) -> Vec<String> {
+        OpenStackProvider::complete_profile(self, p, container_bytes)
     }
 
     fn set_public_key(&mut self, key: String) {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{gpus_in_extra_specs, tag, OpenStackProvider, META_KEY};
+use super::{gpus_in_extra_specs, tag, OpenStackProvider, META_KEY, ROOT_OF_KEY};
 use crate::openstack::{FloatingIp, OpenStackError, Query, Server, ServerFilter, ServerStatus};
 use crate::plan::{Health, Kind, Names, Observed, Role};
 use crate::provider::{ProviderError, StatusView};
@@ -277,6 +277,22 @@ impl OpenStackProvider {
                 };
                 let mut out = Vec::new();
                 for v in volumes {
+                    // A server's root volume is the server's while it has one (Nova deletes
+                    // it with the server); only one that outlived its server is a resource.
+                    if let Some(server) = v.metadata.get(ROOT_OF_KEY) {
+                        if kind == Kind::Volume && root_volume_outlived(&v.status) {
+                            out.push(Observed {
+                                kind,
+                                name: format!("{server}-root"),
+                                id: v.id.clone(),
+                                health: Health::Failed(format!(
+                                    "root volume left by its server (status {})",
+                                    v.status
+                                )),
+                            });
+                        }
+                        continue;
+                    }
                     if kind == Kind::Volume {
                         let health = match v.status.as_str() {
                             "available" | "in-use" => Health::Ready,
@@ -390,6 +406,12 @@ pub fn pick_export(locations: &[crate::openstack::share::ExportLocation]) -> Opt
         .find(|l| l.preferred)
         .or_else(|| usable.first())
         .map(|l| l.path.clone())
+}
+
+/// A root volume whose server is gone: detached (`available`) or failed; never one attached,
+/// being attached or detached, or on its way out.
+fn root_volume_outlived(status: &str) -> bool {
+    status == "available" || status.starts_with("error")
 }
 
 #[cfg(test)]

@@ -43,6 +43,9 @@ impl OpenStackProvider {
             }
             match image.find_image(name).await {
                 Ok(found) => {
+                    self.resolved
+                        .image_needs_gb
+                        .insert(name.to_string(), image_need_gb(&found));
                     self.resolved.images.insert(name.to_string(), found.id);
                 }
                 Err(e) if e.is_not_found() || matches!(e, OpenStackError::NoSuchName { .. }) => {
@@ -88,6 +91,63 @@ impl OpenStackProvider {
         Ok(())
     }
 
+    /// A root volume for the master and workers whose flavor has no root disk (Nova refuses
+    /// an image-backed server there) and whose profile names no size: sized by
+    /// [`auto_root_volume_gb`]. One line per role that got one.
+    pub fn complete_profile(&self, p: &mut Profile, container_bytes: Option<u64>) -> Vec<String> {
+        let mut said = Vec::new();
+        let workers = p.workers.count > 0;
+        let image_of_workers = p.worker_image().map(str::to_string);
+        for (role, flavor, image, size, wanted) in [
+            (
+                "master",
+                p.master.flavor.clone(),
+                p.master.image.clone(),
+                &mut p.master.root_volume_gb,
+                true,
+            ),
+            (
+                "workers",
+                p.workers.flavor.clone(),
+                image_of_workers,
+                &mut p.workers.root_volume_gb,
+                workers,
+            ),
+        ] {
+            let (Some(flavor), Some(image)) = (flavor, image) else {
+                continue;
+            };
+            let diskless = self
+                .resolved
+                .flavors
+                .get(&flavor)
+                .is_some_and(|f| f.disk == 0);
+            if !wanted || size.is_some() || !diskless {
+                continue;
+            }
+            let need = self
+                .resolved
+                .image_needs_gb
+                .get(&image)
+                .copied()
+                .unwrap_or(0);
+            let gb = auto_root_volume_gb(need, container_bytes);
+            *size = Some(gb);
+            let who = if role == "master" {
+                "the master boots"
+            } else {
+                "every worker boots"
+            };
+            said.push(format!(
+                "flavor `{}` has no root disk: {who} from a new {gb} GB volume (the image's {} GB and {} GB for Docker); set [{role}] root_volume_gb to choose",
+                crate::input::shown(&flavor),
+                need.max(MIN_SYSTEM_GB),
+                gb.saturating_sub(need.max(MIN_SYSTEM_GB) as u32),
+            ));
+        }
+        said
+    }
+
     /// Quota size of a resolved flavor.
     pub fn flavor_size(&self, name: &str) -> Option<FlavorSize> {
         self.resolved.flavors.get(name).map(|f| FlavorSize {
@@ -104,6 +164,31 @@ impl OpenStackProvider {
             .map(|f| gpus_in_extra_specs(&f.extra_specs))
             .unwrap_or(0)
     }
+}
+
+/// The least a root volume holds for the system itself (GiB).
+pub const MIN_SYSTEM_GB: u64 = 10;
+/// Room for Docker when the container image's size is not known here (a pulled image).
+pub const DEFAULT_DOCKER_ROOM_GB: u64 = 30;
+
+/// GiB an image needs as a root volume: its `min_disk`, else its size rounded up.
+fn image_need_gb(image: &crate::openstack::Image) -> u64 {
+    const GIB: u64 = 1 << 30;
+    let size = image.size.unwrap_or(0).div_ceil(GIB);
+    image.min_disk.unwrap_or(0).max(size)
+}
+
+/// The size of a root volume nobody asked for: the system's (`image_need_gb`, at least
+/// [`MIN_SYSTEM_GB`]) plus Docker's room for the container image: twice its size where it
+/// is known (the unpacked layers, and the archive the master keeps while workers fetch it),
+/// plus 5 GB of slack; else [`DEFAULT_DOCKER_ROOM_GB`]. Pure.
+pub fn auto_root_volume_gb(image_need_gb: u64, container_bytes: Option<u64>) -> u32 {
+    const GIB: u64 = 1 << 30;
+    let docker = container_bytes.map_or(DEFAULT_DOCKER_ROOM_GB, |b| (2 * b).div_ceil(GIB) + 5);
+    let total = image_need_gb.max(MIN_SYSTEM_GB) + docker;
+    u32::try_from(total)
+        .unwrap_or(u32::MAX)
+        .min(crate::profile::MAX_ROOT_VOLUME_GB)
 }
 
 pub(super) fn not_found(what: &str, name: &str, available: &[&str]) -> ProviderError {
@@ -150,4 +235,38 @@ pub fn gpus_in_extra_specs(specs: &BTreeMap<String, String>) -> u32 {
         }
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn an_unasked_root_volume_holds_the_system_and_docker() {
+        // a small cloud image, a pulled (unknown) container image
+        assert_eq!(auto_root_volume_gb(2, None), 10 + 30);
+        // min_disk above the floor, a 3 GiB container image: twice that and 5 of slack
+        assert_eq!(auto_root_volume_gb(20, Some(3 * GIB)), 20 + 6 + 5);
+        // a byte over a GiB rounds up
+        assert_eq!(auto_root_volume_gb(0, Some(GIB / 2 + 1)), 10 + 2 + 5);
+        // never above what the profile accepts
+        assert_eq!(
+            auto_root_volume_gb(u64::MAX / 2, Some(u64::MAX / 4)),
+            crate::profile::MAX_ROOT_VOLUME_GB
+        );
+    }
+
+    #[test]
+    fn an_image_needs_its_min_disk_or_its_size() {
+        let image = |min_disk, size| crate::openstack::Image {
+            min_disk,
+            size,
+            ..Default::default()
+        };
+        assert_eq!(image_need_gb(&image(Some(8), Some(GIB))), 8);
+        assert_eq!(image_need_gb(&image(None, Some(3 * GIB + 1))), 4);
+        assert_eq!(image_need_gb(&image(None, None)), 0);
+    }
 }
