@@ -148,6 +148,21 @@ pub async fn leftovers(os: &OpenStack, cluster: &str) -> Vec<String> {
             .filter(|n| n.starts_with(cluster))
             .map(|n| format!("share {n}")),
     );
+    // Volumes: named after the cluster, or marked with it (root volumes, by `down`).
+    match os.volume().list_volumes(&Default::default()).await {
+        Ok(volumes) => left.extend(
+            volumes
+                .into_iter()
+                .filter(|v| {
+                    v.name.as_deref().is_some_and(|n| n.starts_with(cluster))
+                        || v.metadata.get("hvd-cluster").map(String::as_str) == Some(cluster)
+                })
+                .map(|v| format!("volume {} ({})", v.name.unwrap_or(v.id), v.status)),
+        ),
+        // a cloud started without Cinder
+        Err(hvd_cluster::openstack::OpenStackError::Catalog { .. }) => {}
+        Err(e) => panic!("listing volumes: {e}"),
+    }
     // Snapshots Nova's shelve (`stop`) made: `<server>-shelved`, in any status.
     for node in ["master", "worker-1", "worker-2", "worker-3", "worker-4"] {
         let name = format!("{cluster}-{node}-shelved");
