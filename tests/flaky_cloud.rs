@@ -8,7 +8,7 @@
 //!
 //! The cluster is small but has every kind `up --infra-only` makes on OpenStack: keypair,
 //! network, subnet, router with its interface, two security groups with their rules, one
-//! (fake) server and its floating IP.
+//! (fake) server booted from a volume, and its floating IP.
 //!
 //! Needs the cloud: `tests/cloud/install && tests/cloud/start` (scripts/test does it).
 
@@ -63,6 +63,13 @@ impl Cycle {
         let text = in_api_project(&base)
             .replace("name = \"hvd-local\"", &format!("name = \"{name}\""))
             .replace("count = 3", "count = 0")
+            // the master boots from a volume: down marks it, waits for it and deletes what
+            // Nova left, through the faults too
+            .replacen(
+                "image = \"debian-12-genericcloud-amd64\"",
+                "image = \"debian-12-genericcloud-amd64\"\nroot_volume_gb = 11",
+                1,
+            )
             .replace("kind = \"manila\"", "kind = \"master-nfs\"")
             .replace("size_gb = 10\n", "");
         let profile = dir.join(format!("{name}.toml"));

@@ -133,11 +133,14 @@ impl VolumeApi {
         metadata: &BTreeMap<String, String>,
     ) -> Result<(), OpenStackError> {
         self.session
-            .send(&Request::post(
-                S,
-                format!("volumes/{id}/metadata"),
-                json!({ "metadata": metadata }),
-            ))
+            .send(
+                &Request::post(
+                    S,
+                    format!("volumes/{id}/metadata"),
+                    json!({ "metadata": metadata }),
+                )
+                .idempotent(),
+            )
             .await
             .map(drop)
     }

@@ -107,6 +107,13 @@ impl Request {
         self
     }
 
+    /// May be sent again after an unknown outcome although it is a POST: it sets values and
+    /// sending it twice sets them once (Cinder's metadata merge).
+    pub fn idempotent(mut self) -> Self {
+        self.replay = Replay::Safe;
+        self
+    }
+
     /// An action (a PUT that is not a plain replacement): never sent twice blindly, as a
     /// POST; the caller looks its effect up after an unknown outcome.
     pub fn once(mut self) -> Self {
