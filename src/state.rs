@@ -64,6 +64,9 @@ pub struct Node {
     pub slots: u32,
     #[serde(default)]
     pub gpus: u32,
+    /// The flavor's ephemeral disk (GB), where Docker's data goes; 0: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ephemeral_gb: u32,
     /// Listed in the elastic discovery file on the master (status only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_discovery: Option<bool>,
@@ -377,6 +380,10 @@ pub fn write_atomic(path: &Path, body: &[u8], mode: u32) -> Result<(), StateErro
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

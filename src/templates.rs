@@ -22,6 +22,8 @@ macro_rules! node_template {
 
 // The bootstrap steps' scripts: `*.check.sh` passes when the step has nothing to do.
 pub const CLOUD_INIT_CHECK: Template = node_template!("cloud-init.check.sh");
+pub const DATA_DISK_CHECK: Template = node_template!("data_disk.check.sh");
+pub const DATA_DISK_APPLY: Template = node_template!("data_disk.apply.sh");
 pub const DOCKER_CHECK: Template = node_template!("docker.check.sh");
 pub const DOCKER_APPLY: Template = node_template!("docker.apply.sh");
 pub const GPU_CHECK: Template = node_template!("gpu.check.sh");
@@ -56,6 +58,8 @@ pub const RUNTIME_FILES: &[(&str, Template)] = &[
 /// Every tera template, for the renderer.
 pub const ALL: &[Template] = &[
     CLOUD_INIT_CHECK,
+    DATA_DISK_CHECK,
+    DATA_DISK_APPLY,
     DOCKER_CHECK,
     DOCKER_APPLY,
     GPU_CHECK,

@@ -200,6 +200,7 @@ mod tests {
             public_ip: None,
             slots: 1,
             gpus: 1,
+            ephemeral_gb: 0,
             in_discovery: None,
         }
     }

@@ -71,6 +71,19 @@ pub const STEPS: &[Step] = &[
         when: always,
         values: no_values,
     },
+    // A node whose flavor has an ephemeral disk keeps Docker's data there: before Docker is
+    // installed, so its data lands there from the start.
+    Step {
+        name: "data disk",
+        runs: Runs::EveryNode,
+        does: Does::CheckApply {
+            check: templates::DATA_DISK_CHECK,
+            apply: templates::DATA_DISK_APPLY,
+            lib: true,
+        },
+        when: |_, node| node.ephemeral_gb > 0,
+        values: |_, s| Ok(json!({"ephemeral_gb": s.node.ephemeral_gb})),
+    },
     // One apt transaction for Docker and what /shared and the image need on this node.
     Step {
         name: "docker",

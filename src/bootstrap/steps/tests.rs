@@ -7,6 +7,7 @@ fn steps_run_in_order_and_their_templates_reach_the_renderer() {
         names,
         [
             "cloud-init",
+            "data disk",
             "docker",
             "gpu runtime",
             "shared",
@@ -152,4 +153,44 @@ fn only_images_we_do_not_make_get_the_tools_runtime() {
         images::runtime_for("horovod/horovod:latest"),
         ContainerRuntime::Tool
     );
+}
+
+/// The data-disk step: only on a node whose flavor has an ephemeral disk, its size in the
+/// scripts, and valid shell.
+#[test]
+fn the_data_disk_step_is_for_nodes_with_an_ephemeral_disk() {
+    let step = STEPS.iter().find(|s| s.name == "data disk").unwrap();
+    let p = crate::profile::parse(
+        std::path::Path::new("t.toml"),
+        "name = \"t\"\nprovider = \"local\"\n[master]\n[workers]\ncount = 1\n",
+    )
+    .unwrap();
+    let node = |ephemeral_gb| Node {
+        name: "t-worker-1".into(),
+        ephemeral_gb,
+        ..Node::default()
+    };
+    assert!(!(step.when)(&p, &node(0)));
+    assert!((step.when)(&p, &node(40)));
+    let Does::CheckApply { check, apply, lib } = step.does else {
+        panic!("a check and an apply");
+    };
+    assert!(lib, "it uses hvd_systemd");
+    let r = Renderer::new().unwrap();
+    let values = json!({"ephemeral_gb": 40});
+    let apply = r.render(apply.name, &values).unwrap();
+    assert!(apply.contains("$(( 40 * 1024 * 1024 * 1024 ))"), "{apply}");
+    assert!(apply.contains("echo \"hvd-note: Docker's data and /var/tmp are on the flavor's 40 GB ephemeral disk ($dev)\""));
+    let check = r.render(check.name, &values).unwrap();
+    for text in [&apply, &check] {
+        let out = std::process::Command::new("bash")
+            .args(["-n", "-c", text])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -220,6 +220,7 @@ impl LocalProvider {
                 public_ip: None,
                 slots: 1,
                 gpus: 0,
+                ephemeral_gb: 0,
                 in_discovery: None,
             });
         }

@@ -73,6 +73,11 @@ impl OpenStackProvider {
                     public_ip,
                     slots: gpus.max(1),
                     gpus,
+                    ephemeral_gb: s
+                        .flavor
+                        .as_ref()
+                        .and_then(|f| f.ephemeral)
+                        .map_or(0, |gb| u32::try_from(gb).unwrap_or(u32::MAX)),
                     in_discovery: None,
                 }
             })

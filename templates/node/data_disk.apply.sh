@@ -1,0 +1,57 @@
+# The flavor's ephemeral disk ({{ ephemeral_gb }} GB) becomes this node's data disk: formatted
+# once (label hvd-data), mounted, with Docker's data (/var/lib/docker) and /var/tmp (where the
+# image is kept while it is fanned out, and a remote build's root) bound from it, in
+# /etc/fstab for the next boot. Run before Docker is installed, so its data lands there from
+# the start; after `start` (a shelved server comes back with a blank ephemeral disk) Docker is
+# stopped while the new disk takes its place.
+set -e
+data=/var/lib/hvd-cluster/data
+dev=$(blkid -L hvd-data 2>/dev/null || true)
+if [ -z "$dev" ]; then
+  # Nova formats the ephemeral disk (ext4 or vfat) labelled ephemeral0; other clouds leave it
+  # blank: the whole disk of exactly its size, with no partition, and no filesystem or that one.
+  dev=$(blkid -L ephemeral0 2>/dev/null || true)
+  if [ -z "$dev" ]; then
+    want=$(( {{ ephemeral_gb }} * 1024 * 1024 * 1024 ))
+    for d in $(lsblk -d -n -b -o NAME,SIZE,TYPE | awk -v w="$want" '$3 == "disk" && $2 == w { print $1 }'); do
+      [ "$(lsblk -n -o NAME "/dev/$d" | wc -l)" = 1 ] || continue
+      fs=$(blkid -o value -s TYPE "/dev/$d" || true)
+      label=$(blkid -o value -s LABEL "/dev/$d" | tr '[:upper:]' '[:lower:]' || true)
+      if [ -z "$fs" ] || [ "$label" = ephemeral0 ]; then dev=/dev/$d; break; fi
+    done
+  fi
+  if [ -z "$dev" ]; then
+    echo "no disk of {{ ephemeral_gb }} GB (the flavor's ephemeral disk) on this node; its disks: $(lsblk -d -n -o NAME,SIZE,FSTYPE,MOUNTPOINT | tr '\n' ';')" >&2
+    exit 1
+  fi
+  # cloud-init mounts an ephemeral disk on /mnt: unmounted, and its line out of /etc/fstab
+  for target in $(findmnt -r -n -o TARGET -S "$dev"); do
+    umount "$target"
+    awk -v t="$target" '$2 != t' /etc/fstab > /etc/fstab.hvd-new
+    cat /etc/fstab.hvd-new > /etc/fstab; rm -f /etc/fstab.hvd-new
+  done
+  mkfs.ext4 -q -F -m 0 -L hvd-data "$dev"
+  echo "hvd-note: Docker's data and /var/tmp are on the flavor's {{ ephemeral_gb }} GB ephemeral disk ($dev)"
+fi
+# nofail: a boot without the disk (a blank one after `start`) goes on, and this step makes it again.
+awk '$2 != "/var/lib/hvd-cluster/data" && $2 != "/var/lib/docker" && $2 != "/var/tmp"' /etc/fstab > /etc/fstab.hvd-new
+cat >> /etc/fstab.hvd-new <<FSTAB
+LABEL=hvd-data $data ext4 defaults,nofail,x-systemd.before=docker.service 0 2
+$data/docker /var/lib/docker none bind,nofail,x-systemd.requires-mounts-for=$data,x-systemd.before=docker.service 0 0
+$data/tmp /var/tmp none bind,nofail,x-systemd.requires-mounts-for=$data 0 0
+FSTAB
+cmp -s /etc/fstab.hvd-new /etc/fstab || cat /etc/fstab.hvd-new > /etc/fstab
+rm -f /etc/fstab.hvd-new
+restart=""
+if hvd_systemd && systemctl is-active -q docker; then
+  restart=1
+  systemctl stop docker.socket docker.service
+fi
+mkdir -p "$data"
+mountpoint -q "$data" || mount "$data"
+mkdir -p "$data/docker" /var/lib/docker
+install -d -m 1777 "$data/tmp"
+mountpoint -q /var/lib/docker || mount /var/lib/docker
+mountpoint -q /var/tmp || mount /var/tmp
+if hvd_systemd; then systemctl daemon-reload; fi
+[ -z "$restart" ] || systemctl start docker.service
