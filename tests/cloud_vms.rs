@@ -689,6 +689,60 @@ fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> DataPlane {
     assert!(check.contains("kernel NFS on"), "{check}");
     let dp = DataPlane::of(c);
     assert_eq!(dp.server_ids.len(), 2, "a master and a worker");
+
+    // The worker's flavor (v1.vm.eph) has a 10 GB ephemeral disk: Docker's data and /var/tmp
+    // are on it; the master's flavor has none and keeps today's layout.
+    let disk = c.on_node("worker-1", &["sudo", "blkid", "-L", "hvd-data"]);
+    let disk = disk.trim();
+    assert!(
+        said.contains(&format!(
+            "{worker}: data disk: Docker's data and /var/tmp are on the flavor's 10 GB ephemeral disk ({disk})"
+        )),
+        "said in a line: {said}"
+    );
+    let size = c.on_node("worker-1", &["lsblk", "-d", "-n", "-b", "-o", "SIZE", disk]);
+    assert_eq!(
+        size.trim(),
+        (10u64 << 30).to_string(),
+        "{disk} is the 10 GB disk"
+    );
+    let root_dir = c.on_node(
+        "worker-1",
+        &["sudo", "docker", "info", "-f", "{{.DockerRootDir}}"],
+    );
+    assert_eq!(root_dir.trim(), "/var/lib/docker");
+    for (target, sub) in [("/var/lib/docker", "/docker"), ("/var/tmp", "/tmp")] {
+        let source = c.on_node("worker-1", &["findmnt", "-n", "-o", "SOURCE", target]);
+        assert_eq!(source.trim(), format!("{disk}[{sub}]"), "{target}");
+    }
+    let used = c.on_node(
+        "worker-1",
+        &["sudo", "du", "-s", "-m", "/var/lib/hvd-cluster/data/docker"],
+    );
+    let used_mb: u64 = used
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        used_mb > 1000,
+        "the image's layers are on the data disk: {used}"
+    );
+    let fstab = c.on_node("worker-1", &["cat", "/etc/fstab"]);
+    assert!(
+        fstab.contains("LABEL=hvd-data /var/lib/hvd-cluster/data ext4 defaults,nofail"),
+        "{fstab}"
+    );
+    assert!(!said.contains(&format!("{master}: data disk")), "{said}");
+    assert!(
+        c.on_node(
+            "master",
+            &["sh", "-c", "findmnt -n /var/lib/docker || true"]
+        )
+        .trim()
+        .is_empty(),
+        "the master's Docker stays on its root disk"
+    );
     assert!(
         qemu_processes().len() > qemu_before,
         "the worker runs in a qemu process of its own"

@@ -57,7 +57,12 @@ FLAVORS = {
     # No root disk, as many clouds now sell (the Sovereign Cloud Stack's standard flavors):
     # since Stein, Nova refuses an image-backed server on it; only volume-backed servers boot.
     "m1.nodisk": ("4", 1, 2048, 0, {}),
+    # v1.vm with an ephemeral disk (the guest's second disk, formatted by Nova as
+    # ephemeral0), as GPU flavors often have: hvd-cluster keeps Docker's data there.
+    "v1.vm.eph": ("21", 2, 4096, 10, {}),
 }
+# flavor: its ephemeral disk (GB)
+EPHEMERAL = {"v1.vm.eph": 10}
 IMAGE = "debian-12-genericcloud-amd64"
 # Servers of this image are real hosts: the compute driver (dockervirt) runs them as containers
 # of the Docker image named by hvd_docker_image.
@@ -200,7 +205,7 @@ def resources():
     seeded["flavors"] = {}
     for name, (fid, vcpus, ram, disk, specs) in FLAVORS.items():
         f = c.compute.create_flavor(id=fid, name=name, vcpus=vcpus, ram=ram, disk=disk,
-                                    is_public=True)
+                                    ephemeral=EPHEMERAL.get(name, 0), is_public=True)
         if specs:
             c.compute.create_flavor_extra_specs(f, specs)
         seeded["flavors"][name] = {"id": fid, "vcpus": vcpus, "ram": ram, "disk": disk,
