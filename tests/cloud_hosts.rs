@@ -364,3 +364,59 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first
         "{status:#}"
     );
 }
+
+/// The space check (issue 33): a master on `m1.tiny`, whose 1 GB root disk the test cloud's
+/// compute driver makes the node's real room for Docker (a tmpfs of that size): `up` refuses
+/// before a byte of the image is sent, in one line naming the node, the free and needed
+/// gigabytes and the profile key that gives it room; the node holds no image and no archive.
+#[test]
+fn an_image_without_room_on_the_node_is_refused_before_a_byte_is_sent() {
+    require_cloud();
+    require_node_image();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = TestCluster::new("local-cloud-hosts.toml", "t-room", |p| {
+        p.replace("flavor = \"m1.medium\"", "flavor = \"m1.tiny\"")
+            .replace("count = 2", "count = 0")
+            .replace("kind = \"master-nfs\"", "kind = \"none\"")
+    });
+    let master = format!("{}-master", c.name);
+    let before = cloud_containers();
+    let result = std::panic::catch_unwind(|| {
+        let up = c.hvd(&["up", &c.profile]);
+        let said = String::from_utf8_lossy(&up.stderr);
+        assert!(!up.status.success(), "{said}");
+        assert!(
+            said.contains("not enough room for the image; nothing was sent"),
+            "{said}"
+        );
+        let line = said
+            .lines()
+            .find(|l| l.starts_with(&format!("{master}: ")) && l.contains("free where Docker"))
+            .unwrap_or_else(|| panic!("no line for {master}: {said}"));
+        assert!(line.contains("GB free where Docker keeps images"), "{line}");
+        assert!(
+            line.contains("hvd-cluster/horovod:tf2.12.1-hvd0.28.1 needs"),
+            "{line}"
+        );
+        assert!(
+            line.contains("give it room with [master] root_volume_gb = "),
+            "{line}"
+        );
+        let free: f64 = line
+            .split(": ")
+            .nth(1)
+            .and_then(|r| r.split(" GB free").next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(free <= 1.1, "the tiny flavor's room: {line}");
+        // Nothing reached the node: no archive in /var/tmp, no image in its Docker.
+        let files = c.on_node(
+            "master",
+            &["sh", "-c", "ls /var/tmp | grep hvd-cluster-image || true"],
+        );
+        assert_eq!(files.trim(), "", "no archive on the node");
+        let images = c.on_node("master", &["sudo", "docker", "images", "-q"]);
+        assert_eq!(images.trim(), "", "no image on the node");
+    });
+    down_leaves_nothing(&c, &before, result);
+}

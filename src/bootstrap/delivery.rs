@@ -10,6 +10,7 @@
 use futures::future::try_join_all;
 
 use super::image::{fan_out_image, lacking, local_has_zstd, local_image_id, ImageFile, IMAGE_PORT};
+use super::room;
 use super::upload::{upload_early, Uploaded};
 use super::{BootstrapError, Inputs, NodeSession};
 use crate::profile::{ImageSource, PullFrom};
@@ -106,10 +107,28 @@ pub(super) async fn ensure_image(
                 Some(u) => Some(u),
                 None if master_lacks => {
                     bars[0].set_message(format!("sending {image} to the master"));
-                    upload_early(inputs, sessions, progress).await?
+                    upload_early(inputs, sessions, progress, false).await?
                 }
                 None => None,
             };
+            // Only workers lack it: the master saves an archive for them (room checked here;
+            // an upload checked every node before it sent a byte).
+            if uploaded.is_none() {
+                if let Some(unpacked) = crate::images::local_image_bytes(image).await {
+                    let zstd = local_has_zstd().await;
+                    let mut needs = vec![room::Need {
+                        node: master,
+                        docker: 0,
+                        tmp: room::archive_needs(unpacked, zstd),
+                    }];
+                    needs.extend(workers.iter().map(|w| room::Need {
+                        node: w,
+                        docker: room::load_needs(unpacked),
+                        tmp: 0,
+                    }));
+                    room::check(image, unpacked, &needs).await?;
+                }
+            }
             let file = match &uploaded {
                 Some(u) => u.file,
                 None => ImageFile {

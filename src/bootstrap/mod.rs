@@ -11,6 +11,7 @@ pub mod image;
 pub mod layers;
 pub mod reboot;
 pub mod remote_build;
+pub mod room;
 pub mod session;
 pub mod steps;
 pub mod upload;
@@ -64,6 +65,9 @@ pub enum BootstrapError {
         secs: u64,
         last: String,
     },
+    /// Nodes without room for the image, a line each (see [`room`]); nothing was sent.
+    #[error("not enough room for the image; nothing was sent:\n{}", .0.join("\n"))]
+    NoRoom(Vec<String>),
     #[error("{0}")]
     Other(String),
 }
@@ -115,7 +119,7 @@ pub async fn bootstrap(
     // while the nodes install it, and the image step picks it up.
     let (uploaded_tx, uploaded_rx) = tokio::sync::oneshot::channel();
     let upload = async move {
-        let uploaded = upload::upload_early(inputs, sessions, progress).await?;
+        let uploaded = upload::upload_early(inputs, sessions, progress, true).await?;
         let _ = uploaded_tx.send(uploaded);
         Ok::<(), BootstrapError>(())
     };

@@ -8,6 +8,7 @@ use std::process::Stdio;
 use futures::future::try_join_all;
 
 use super::image::{lacking, local_has_zstd, local_image_id, ImageFile, Transfer};
+use super::room;
 use super::{layers, BootstrapError, Inputs, NodeSession};
 use crate::profile::ImageSource;
 use crate::progress::Progress;
@@ -25,10 +26,15 @@ pub struct Uploaded {
 /// save` here, compressed, into a file on the master, leaving out the layers every node that
 /// lacks the image already holds. `None` when there is nothing to send (or nothing here to
 /// send: [`ensure_image`] then says why).
+///
+/// Before a byte is sent, every node that lacks the image is asked for its room
+/// ([`room::check`]). `early` (beside the node steps) gives way when a node that lacks the
+/// image has an ephemeral disk: its data disk step makes the room, and moves /var/tmp, first.
 pub(super) async fn upload_early(
     inputs: &Inputs<'_>,
     sessions: &[NodeSession],
     progress: &Progress,
+    early: bool,
 ) -> Result<Option<Uploaded>, BootstrapError> {
     let p = inputs.profile;
     if matches!(
@@ -46,11 +52,29 @@ pub(super) async fn upload_early(
     if !missing.iter().any(|s| s.node.name == master.node.name) {
         return Ok(None);
     }
+    if early && missing.iter().any(|s| s.node.ephemeral_gb > 0) {
+        return Ok(None);
+    }
     // Every node installs zstd with Docker (the docker step's check requires it), so only this
     // machine decides whether the image travels compressed.
     let file = ImageFile {
         zstd: local_has_zstd().await,
     };
+    if let Some(unpacked) = crate::images::local_image_bytes(image).await {
+        let needs: Vec<room::Need> = missing
+            .iter()
+            .map(|s| room::Need {
+                node: s,
+                docker: room::load_needs(unpacked),
+                tmp: if s.node.name == master.node.name {
+                    room::archive_needs(unpacked, file.zstd)
+                } else {
+                    0
+                },
+            })
+            .collect();
+        room::check(image, unpacked, &needs).await?;
+    }
     // Layers every receiver already holds (an earlier build of the image) stay out of the
     // archive: `docker load` never reads them. A node without Docker yet holds none.
     let shared = shared_layers(image, &missing).await?;

@@ -30,6 +30,7 @@ from hvd_dockervirt.docker import (DockerError, INSTANCE_LABEL, LABEL, NETWORK_L
                                    SHARED_LABEL, container_name, docker, ids, inspect)
 
 LOG = logging.getLogger(__name__)
+SMALL_DISK_GB = 2
 
 IMAGE_PROP = "image_hvd_docker_image"
 # --privileged fails on a host whose capability bounding set lacks CAP_SYS_RESOURCE ("unable to
@@ -162,10 +163,15 @@ class DockerNodeDriver(fake.FakeDriverWithoutFakeNodes):
                 "--label", f"{LABEL}=1", "--label", f"{INSTANCE_LABEL}={instance.uuid}",
                 *NODE_FLAGS, "-v", f"{volume}:/var/lib/docker",
                 "-e", f"NODE_USER={user}", "-e", f"SSH_AUTHORIZED_KEYS={key_data or ''}"]
+        # A root disk of at most SMALL_DISK_GB is the node's real room for Docker: a tmpfs of
+        # that size (filled only as used); larger ones share this machine's disk.
+        root_gb = instance.flavor.root_gb or 0
+        room = (["--driver", "local", "--opt", "type=tmpfs", "--opt", "device=tmpfs",
+                 "--opt", f"o=size={root_gb}g"] if 0 < root_gb <= SMALL_DISK_GB else [])
         with _wiring:
             nets = [self._ensure_network(*v) for v in vifs]
             docker("volume", "create", "--label", f"{LABEL}=1",
-                   "--label", f"{INSTANCE_LABEL}={instance.uuid}", volume)
+                   "--label", f"{INSTANCE_LABEL}={instance.uuid}", *room, volume)
             if vifs:
                 shared = self._ensure_shared_volume(vifs[0][0])
                 args += ["-v", f"{shared}:/shared", "--network", nets[0], "--ip", vifs[0][3]]
