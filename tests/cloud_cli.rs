@@ -517,6 +517,12 @@ fn servers_boot_from_volumes_on_a_zero_disk_flavor() {
         line("worker-1").ends_with("(boots from a 25 GB volume of type standard)"),
         "{shown}"
     );
+    assert!(
+        shown.contains(&format!(
+            "disks:\n  master (m1.nodisk): boots from a {master_gb} GB volume\n  workers (g1.a100): boots from a 25 GB volume of type standard\n"
+        )),
+        "{shown}"
+    );
 
     // Over the project's volume gigabytes: refused before anything is made.
     let project = os.project_id().to_string();

@@ -46,6 +46,8 @@ pub struct PlanReport<'a> {
     pub quota_shortfalls: &'a [plan::Shortfall],
     /// What the profile asks for that works, but not as meant (e.g. GPUs with a CPU image).
     pub warnings: &'a [String],
+    /// Each kind of server's disks (root disk or volume, ephemeral disk), a line each.
+    pub disks: &'a [String],
 }
 
 /// The nodes `up` made, with their addresses.

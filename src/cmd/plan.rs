@@ -23,14 +23,24 @@ pub async fn plan(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
         ..
     } = converge::prepare(ctx, &p, &dir, provider.as_ref()).await?;
     converge::show_warnings(ctx, &warnings);
+    let disks = provider.disks(&p);
     let report = PlanReport {
         cluster: &p.name,
         plan: &plan,
         counts: plan.counts(),
         quota_shortfalls: &shortfalls,
         warnings: &warnings,
+        disks: &disks,
     };
-    emit(json, &report, || println!("cluster `{}`:\n{plan}", p.name));
+    emit(json, &report, || {
+        println!("cluster `{}`:\n{plan}", p.name);
+        if !disks.is_empty() {
+            println!("disks:");
+            for line in &disks {
+                println!("  {line}");
+            }
+        }
+    });
     if !shortfalls.is_empty() {
         return Err(Error::Quota(shortfalls));
     }

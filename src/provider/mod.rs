@@ -68,6 +68,11 @@ pub trait Provider: Send + Sync {
         Vec::new()
     }
 
+    /// Each kind of server's disks as `plan` shows them, once names are resolved.
+    fn disks(&self, _p: &Profile) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The cluster's public key, installed on every node it creates.
     fn set_public_key(&mut self, key: String);
 

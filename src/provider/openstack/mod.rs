@@ -145,6 +145,10 @@ impl Provider for OpenStackProvider {
         OpenStackProvider::complete_profile(self, p, container_bytes)
     }
 
+    fn disks(&self, p: &Profile) -> Vec<String> {
+        OpenStackProvider::disks(self, p)
+    }
+
     fn set_public_key(&mut self, key: String) {
         OpenStackProvider::set_public_key(self, key)
     }

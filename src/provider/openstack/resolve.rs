@@ -148,6 +148,36 @@ impl OpenStackProvider {
         said
     }
 
+    /// The master's and the workers' disks (see [`disk_line`]).
+    pub fn disks(&self, p: &Profile) -> Vec<String> {
+        let mut out = Vec::new();
+        let roles = [
+            (
+                "master",
+                p.master.flavor.as_deref(),
+                p.master.root_volume_gb,
+                &p.master.volume_type,
+                true,
+            ),
+            (
+                "workers",
+                p.workers.flavor.as_deref(),
+                p.workers.root_volume_gb,
+                &p.workers.volume_type,
+                p.workers.count > 0,
+            ),
+        ];
+        for (role, flavor, volume, volume_type, wanted) in roles {
+            let (Some(name), true) = (flavor, wanted) else {
+                continue;
+            };
+            if let Some(f) = self.resolved.flavors.get(name) {
+                out.push(disk_line(role, f, volume, volume_type.as_deref()));
+            }
+        }
+        out
+    }
+
     /// Quota size of a resolved flavor.
     pub fn flavor_size(&self, name: &str) -> Option<FlavorSize> {
         self.resolved.flavors.get(name).map(|f| FlavorSize {
@@ -164,6 +194,37 @@ impl OpenStackProvider {
             .map(|f| gpus_in_extra_specs(&f.extra_specs))
             .unwrap_or(0)
     }
+}
+
+/// One kind of server's disks: `workers (m1.large): the flavor's 40 GB root disk; Docker's
+/// data on its 100 GB ephemeral disk`. Pure.
+pub fn disk_line(
+    role: &str,
+    flavor: &crate::openstack::Flavor,
+    root_volume_gb: Option<u32>,
+    volume_type: Option<&str>,
+) -> String {
+    let root = match root_volume_gb {
+        Some(gb) => {
+            let of_type = volume_type
+                .map(|t| format!(" of type {}", crate::input::shown(t)))
+                .unwrap_or_default();
+            format!("boots from a {gb} GB volume{of_type}")
+        }
+        None => format!("the flavor's {} GB root disk", flavor.disk),
+    };
+    let ephemeral = if flavor.ephemeral > 0 {
+        format!(
+            "; Docker's data on its {} GB ephemeral disk",
+            flavor.ephemeral
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{role} ({}): {root}{ephemeral}",
+        crate::input::shown(&flavor.name)
+    )
 }
 
 /// The least a root volume holds for the system itself (GiB).
@@ -255,6 +316,24 @@ mod tests {
         assert_eq!(
             auto_root_volume_gb(u64::MAX / 2, Some(u64::MAX / 4)),
             crate::profile::MAX_ROOT_VOLUME_GB
+        );
+    }
+
+    #[test]
+    fn each_kind_of_server_says_its_disks() {
+        let flavor = |disk, ephemeral| crate::openstack::Flavor {
+            name: "g1.x".into(),
+            disk,
+            ephemeral,
+            ..Default::default()
+        };
+        assert_eq!(
+            disk_line("workers", &flavor(40, 100), None, None),
+            "workers (g1.x): the flavor's 40 GB root disk; Docker's data on its 100 GB ephemeral disk"
+        );
+        assert_eq!(
+            disk_line("master", &flavor(0, 0), Some(60), Some("ssd")),
+            "master (g1.x): boots from a 60 GB volume of type ssd"
         );
     }
 
