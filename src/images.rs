@@ -256,20 +256,30 @@ pub enum ImageError {
 /// one this machine's apt sources name, else deb.debian.org; see `scripts/build-images`).
 pub const MIRROR_VAR: &str = "HVD_CLUSTER_APT_MIRROR";
 
-/// The mirror named by [`MIRROR_VAR`], checked by its grammar (bad input: exit 2).
-/// The size (bytes, unpacked) of an image on this machine's Docker engine, if it is there.
-pub async fn local_image_bytes(image: &str) -> Option<u64> {
+/// One field of an image on this machine's Docker engine (`docker image inspect -f FORMAT`),
+/// if the image is there.
+async fn inspect_local_image(image: &str, format: &str) -> Option<String> {
     let out = tokio::process::Command::new("docker")
-        .args(["image", "inspect", "-f", "{{.Size}}", image])
+        .args(["image", "inspect", "-f", format, image])
         .output()
         .await
         .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// The id of an image on this machine's Docker engine, if it is there.
+pub async fn local_image_id(image: &str) -> Option<String> {
+    inspect_local_image(image, "{{.Id}}").await
+}
+
+/// The size (bytes, unpacked) of an image on this machine's Docker engine, if it is there.
+pub async fn local_image_bytes(image: &str) -> Option<u64> {
+    inspect_local_image(image, "{{.Size}}").await?.parse().ok()
+}
+
+/// The mirror named by [`MIRROR_VAR`], checked by its grammar (bad input: exit 2).
 pub fn mirror_from_env() -> Result<Option<String>, ImageError> {
     match std::env::var(MIRROR_VAR) {
         Ok(m) if !m.is_empty() => {

@@ -13,17 +13,7 @@ use super::{fanout, BootstrapError, NodeSession, NODE_DIR};
 use crate::ssh;
 use crate::templates;
 
-/// The id of an image on this machine's Docker engine, if it is there.
-pub async fn local_image_id(image: &str) -> Option<String> {
-    let out = tokio::process::Command::new("docker")
-        .args(["image", "inspect", "-f", "{{.Id}}", image])
-        .output()
-        .await
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
+pub use crate::images::local_image_id;
 
 /// The nodes that lack the image (compared by id with this machine's when it has it).
 pub async fn lacking<'a>(
