@@ -735,7 +735,7 @@ fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> DataPlane {
     );
     assert!(!said.contains(&format!("{master}: data disk")), "{said}");
     assert!(
-        c.on_node("master", &["stat", "-c", "%m", "/var/lib/docker"])
+        c.on_node("master", &["sudo", "stat", "-c", "%m", "/var/lib/docker"])
             .trim()
             == "/",
         "the master's Docker stays on its root disk"
