@@ -177,7 +177,8 @@ pub enum Command {
         file: PathBuf,
         /// Node name, with or without the cluster prefix (e.g. worker-1)
         node: Option<String>,
-        /// A command to run instead of a shell
+        /// A command to run instead of a shell; as with ssh, its words reach the node's shell as
+        /// one line (quote what must stay one word there)
         #[arg(last = true)]
         command: Vec<String>,
     },
