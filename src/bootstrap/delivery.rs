@@ -111,30 +111,17 @@ pub(super) async fn ensure_image(
                 }
                 None => None,
             };
-            // Only workers lack it: the master saves an archive for them (room checked here;
-            // an upload checked every node before it sent a byte).
-            if uploaded.is_none() {
-                if let Some(unpacked) = crate::images::local_image_bytes(image).await {
-                    let zstd = local_has_zstd().await;
-                    let mut needs = vec![room::Need {
-                        node: master,
-                        docker: 0,
-                        tmp: room::archive_needs(unpacked, zstd),
-                    }];
-                    needs.extend(workers.iter().map(|w| room::Need {
-                        node: w,
-                        docker: room::load_needs(unpacked),
-                        tmp: 0,
-                    }));
-                    room::check(image, unpacked, &needs).await?;
-                }
-            }
             let file = match &uploaded {
                 Some(u) => u.file,
                 None => ImageFile {
                     zstd: local_has_zstd().await,
                 },
             };
+            // Only workers lack it: the master saves an archive for them (room checked here;
+            // an upload checked every node before it sent a byte).
+            if uploaded.is_none() {
+                room::check_delivery(image, master, &workers, file.zstd).await?;
+            }
             let received = uploaded.is_some();
             bars[0].set_message(format!(
                 "loading {image}; serving it to {} worker(s) on port {IMAGE_PORT}",

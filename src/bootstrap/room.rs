@@ -80,19 +80,58 @@ pub fn archive_needs(unpacked: u64, zstd: bool) -> u64 {
 }
 
 /// One node to check: what it needs where Docker keeps images and in /var/tmp, in bytes.
-pub struct Need<'a> {
-    pub node: &'a NodeSession,
-    pub docker: u64,
-    pub tmp: u64,
+struct Need<'a> {
+    node: &'a NodeSession,
+    docker: u64,
+    tmp: u64,
 }
 
 fn gb(bytes: u64) -> String {
     format!("{:.1} GB", bytes as f64 / 1e9)
 }
 
+/// The room check of one delivery from this machine, before a byte is sent: every node in
+/// `loading` (the master among them when it lacks the image) loads it, and the master keeps
+/// the archive for the workers. Nothing to check when the image is not here (the caller says
+/// why it cannot send it).
+pub async fn check_delivery(
+    image: &str,
+    master: &NodeSession,
+    loading: &[&NodeSession],
+    zstd: bool,
+) -> Result<(), BootstrapError> {
+    let Some(unpacked) = crate::images::local_image_bytes(image).await else {
+        return Ok(());
+    };
+    let mut needs: Vec<Need> = loading
+        .iter()
+        .map(|node| Need {
+            node,
+            docker: load_needs(unpacked),
+            tmp: 0,
+        })
+        .collect();
+    let archive = archive_needs(unpacked, zstd);
+    match needs
+        .iter_mut()
+        .find(|n| n.node.node.name == master.node.name)
+    {
+        Some(m) => m.tmp = archive,
+        None => needs.insert(
+            0,
+            Need {
+                node: master,
+                docker: 0,
+                tmp: archive,
+            },
+        ),
+    }
+    check(image, unpacked, &needs).await
+}
+
 /// Asks every node for its room and refuses, naming each node short of it, when the image
 /// (`unpacked` bytes) does not fit.
-pub async fn check(image: &str, unpacked: u64, needs: &[Need<'_>]) -> Result<(), BootstrapError> {
+async fn check(image: &str, unpacked: u64, needs: &[Need<'_>]) -> Result<(), BootstrapError> {
     let answers = try_join_all(needs.iter().map(|n| n.node.ssh.sudo(ROOM_PROBE))).await?;
     let mut short = Vec::new();
     for (n, answer) in needs.iter().zip(answers) {

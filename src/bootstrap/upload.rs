@@ -28,7 +28,7 @@ pub struct Uploaded {
 /// send: [`ensure_image`] then says why).
 ///
 /// Before a byte is sent, every node that lacks the image is asked for its room
-/// ([`room::check`]). `early` (beside the node steps) gives way when a node that lacks the
+/// ([`room::check_delivery`]). `early` (beside the node steps) gives way when a node that lacks the
 /// image has an ephemeral disk: its data disk step makes the room, and moves /var/tmp, first.
 pub(super) async fn upload_early(
     inputs: &Inputs<'_>,
@@ -60,21 +60,7 @@ pub(super) async fn upload_early(
     let file = ImageFile {
         zstd: local_has_zstd().await,
     };
-    if let Some(unpacked) = crate::images::local_image_bytes(image).await {
-        let needs: Vec<room::Need> = missing
-            .iter()
-            .map(|s| room::Need {
-                node: s,
-                docker: room::load_needs(unpacked),
-                tmp: if s.node.name == master.node.name {
-                    room::archive_needs(unpacked, file.zstd)
-                } else {
-                    0
-                },
-            })
-            .collect();
-        room::check(image, unpacked, &needs).await?;
-    }
+    room::check_delivery(image, master, &missing, file.zstd).await?;
     // Layers every receiver already holds (an earlier build of the image) stay out of the
     // archive: `docker load` never reads them. A node without Docker yet holds none.
     let shared = shared_layers(image, &missing).await?;
