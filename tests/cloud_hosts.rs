@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use common::cloud::{
     client, leftovers, lifecycle, require_cloud, runtime, server_states, with_autostop, MasterFiles,
 };
+use common::registry::{Registry, OUR_IMAGE};
 use common::{ElasticJob, TestCluster};
 
 /// Both tests run several node containers with their own Docker engines: one at a time.
@@ -369,6 +370,8 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first
 /// compute driver makes the node's real room for Docker (a tmpfs of that size): `up` refuses
 /// before a byte of the image is sent, in one line naming the node, the free and needed
 /// gigabytes and the profile key that gives it room; the node holds no image and no archive.
+/// Then the same image pulled from a registry: refused from the sizes in the registry's
+/// manifest, before the registry sends a layer.
 #[test]
 fn an_image_without_room_on_the_node_is_refused_before_a_byte_is_sent() {
     require_cloud();
@@ -415,6 +418,68 @@ fn an_image_without_room_on_the_node_is_refused_before_a_byte_is_sent() {
             &["sh", "-c", "ls /var/tmp | grep hvd-cluster-image || true"],
         );
         assert_eq!(files.trim(), "", "no archive on the node");
+        let images = c.on_node("master", &["sudo", "docker", "images", "-q"]);
+        assert_eq!(images.trim(), "", "no image on the node");
+
+        // The same image pulled from a registry (Debian's docker-registry over TLS with basic
+        // auth, tests/registry/start): the master reads the image's size from the registry's
+        // manifest and refuses before a layer is pulled.
+        let registry = Registry::start_with_only(&[OUR_IMAGE]);
+        let pulled = format!(
+            "hvd-test/{}",
+            OUR_IMAGE.rsplit('/').next().unwrap_or(OUR_IMAGE)
+        );
+        let image = registry.image(&pulled);
+        let ca = registry.state.join("ca.crt");
+        let profile = std::fs::read_to_string(&c.profile).expect("the test's profile");
+        let profile = profile
+            .replace(
+                &format!("image = \"{OUR_IMAGE}\""),
+                &format!("image = \"{image}\"\nregistry_ca = \"{}\"", ca.display()),
+            )
+            .replace("source = \"build\"", "source = \"pull\"");
+        assert!(profile.contains("source = \"pull\""), "{profile}");
+        std::fs::write(&c.profile, profile).expect("write the test's profile");
+        let pulled_before = registry.blob_bytes_sent(&pulled);
+        let up = c
+            .command(&["up", &c.profile])
+            .env("DOCKER_CONFIG", registry.state.join("docker"))
+            .output()
+            .expect("run up");
+        let said = String::from_utf8_lossy(&up.stderr);
+        eprintln!(
+            "$ hvd-cluster up (pull)\n--- exit {:?}\n{said}",
+            up.status.code()
+        );
+        assert!(!up.status.success(), "{said}");
+        assert!(
+            said.contains("not enough room for the image; nothing was sent"),
+            "{said}"
+        );
+        let line = said
+            .lines()
+            .find(|l| l.starts_with(&format!("{master}: ")) && l.contains("free where Docker"))
+            .unwrap_or_else(|| panic!("no line for {master}: {said}"));
+        assert!(line.contains(&format!("{image} needs")), "{line}");
+        assert!(
+            line.contains("of layers in the registry, about") && line.contains("unpacked, pulled)"),
+            "{line}"
+        );
+        assert!(
+            line.contains("give it room with [master] root_volume_gb = "),
+            "{line}"
+        );
+        assert!(
+            !said.contains(&registry.password),
+            "no password in any output"
+        );
+        // `docker manifest inspect --verbose` reads the image's config blob (its platform):
+        // a few kilobytes; a layer of this image is hundreds of megabytes.
+        let sent = registry.blob_bytes_sent(&pulled) - pulled_before;
+        assert!(
+            sent < 100_000,
+            "the registry sent the image's config and no layer: {sent} bytes"
+        );
         let images = c.on_node("master", &["sudo", "docker", "images", "-q"]);
         assert_eq!(images.trim(), "", "no image on the node");
     });

@@ -41,6 +41,18 @@ pub(super) async fn ensure_image(
         return Ok(0);
     }
     let started = std::time::Instant::now();
+    if p.container.source == ImageSource::Pull {
+        // Room first: before a byte is pulled, with the sizes in the registry's manifest, read
+        // by a node that pulls (the master, or with every-node pulls the first that lacks it).
+        let master = &sessions[0];
+        let every_node = p.container.pull == PullFrom::EveryNode;
+        let reader = if every_node { missing[0] } else { master };
+        if let Some(compressed) =
+            registry_bytes(reader, image, inputs.pull_access.as_ref(), progress).await
+        {
+            room::check_pull(image, master, &missing, every_node, compressed).await?;
+        }
+    }
     match p.container.source {
         ImageSource::Pull if p.container.pull == PullFrom::EveryNode => {
             try_join_all(
@@ -168,6 +180,74 @@ pub(super) async fn ensure_image(
     Ok(1)
 }
 
+/// `docker ARGS IMAGE` as root on a node, with the registry's CA (when the profile names one)
+/// in Docker's `certs.d` for that registry and the credentials (when there are any) in a
+/// Docker config made for this one command: sent on the command's stdin (never in an
+/// argument or a log), in a private folder under /run that the same command removes, whatever
+/// its outcome. `args` are ours (no input); the image is quoted. Returns its stdout.
+async fn docker_with_access(
+    node: &NodeSession,
+    image: &str,
+    access: Option<&PullAccess>,
+    args: &str,
+) -> Result<String, ssh::SshError> {
+    let registry = registry::registry_of(image);
+    if let Some(ca) = access.and_then(|a| a.ca_pem.as_deref()) {
+        node.ssh
+            .write_file(
+                &format!("/etc/docker/certs.d/{registry}/ca.crt"),
+                ca.as_bytes(),
+                0o644,
+            )
+            .await?;
+    }
+    let config = access
+        .and_then(|a| a.credentials.as_ref())
+        .map(|c| c.docker_config_json())
+        .unwrap_or_default();
+    // Left by a command that was killed before its trap ran: nothing of it may stay.
+    let script = format!(
+        "set -e
+rm -rf /run/hvd-cluster-pull.*
+d=$(mktemp -d /run/hvd-cluster-pull.XXXXXX)
+         trap 'rm -rf \"$d\"' EXIT
+umask 077
+cat > \"$d/config.json\"
+         DOCKER_CONFIG=$d docker {args} {}
+",
+        ssh::shell_quote(image)
+    );
+    let command = format!("sudo -n bash -c {}", ssh::shell_quote(&script));
+    node.ssh.pipe_into(&command, config.as_bytes()).await
+}
+
+/// The image's compressed size from the registry's manifest, read on `node` with the pull's
+/// CA and credentials; `None` (said in a line: the room goes unchecked) when the registry or
+/// this node's Docker does not tell.
+async fn registry_bytes(
+    node: &NodeSession,
+    image: &str,
+    access: Option<&PullAccess>,
+    progress: &Progress,
+) -> Option<u64> {
+    let answer = docker_with_access(node, image, access, "manifest inspect --verbose").await;
+    let bytes = answer.as_deref().ok().and_then(room::manifest_bytes);
+    if bytes.is_none() {
+        let why = match answer {
+            Ok(_) => "no linux/amd64 manifest with sizes".to_string(),
+            Err(ssh::SshError::Command { stderr, .. }) => {
+                crate::input::shown_message(stderr.trim(), 160)
+            }
+            Err(e) => crate::input::shown_message(&e.to_string(), 160),
+        };
+        progress.line(format!(
+            "{}: the room for {image} is not checked: its manifest says no size ({why})",
+            node.node.name
+        ));
+    }
+    bytes
+}
+
 /// `docker pull` on a node (the master, or every node with `container.pull = "every-node"`), with the registry's CA (when the profile names one) in
 /// Docker's `certs.d` for that registry, and the credentials (when there are any) in a
 /// Docker config made for this one pull: sent on the command's stdin (never in an argument
@@ -182,35 +262,8 @@ async fn pull_on(
 ) -> Result<(), BootstrapError> {
     bar.set_message(format!("docker pull {image}"));
     let started = std::time::Instant::now();
-    let registry = registry::registry_of(image);
-    if let Some(ca) = access.and_then(|a| a.ca_pem.as_deref()) {
-        node.ssh
-            .write_file(
-                &format!("/etc/docker/certs.d/{registry}/ca.crt"),
-                ca.as_bytes(),
-                0o644,
-            )
-            .await?;
-    }
     let credentials = access.and_then(|a| a.credentials.as_ref());
-    let config = credentials
-        .map(|c| c.docker_config_json())
-        .unwrap_or_default();
-    // Left by a pull that was killed before its trap ran: nothing of it may stay.
-    let script = format!(
-        "set -e
-rm -rf /run/hvd-cluster-pull.*
-d=$(mktemp -d /run/hvd-cluster-pull.XXXXXX)
-         trap 'rm -rf \"$d\"' EXIT
-umask 077
-cat > \"$d/config.json\"
-         DOCKER_CONFIG=$d docker pull -q {} >/dev/null
-",
-        ssh::shell_quote(image)
-    );
-    let command = format!("sudo -n bash -c {}", ssh::shell_quote(&script));
-    node.ssh
-        .pipe_into(&command, config.as_bytes())
+    docker_with_access(node, image, access, "pull -q")
         .await
         .map(drop)
         .map_err(|e| match e {

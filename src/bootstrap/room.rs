@@ -79,11 +79,84 @@ pub fn archive_needs(unpacked: u64, zstd: bool) -> u64 {
     }
 }
 
+/// The unpacked size of layers of `compressed` bytes, as a registry serves them (gzip):
+/// about two and a half times (Docker Hub's images unpack to 2 to 3 times their compressed
+/// size). An estimate: the manifest tells only the compressed sizes. Pure.
+pub fn unpacked_estimate(compressed: u64) -> u64 {
+    compressed.saturating_mul(5) / 2
+}
+
+/// What pulling layers of `compressed` bytes needs where Docker keeps images: the layers as
+/// downloaded (kept until each one is unpacked) and unpacked. Pure.
+pub fn pull_needs(compressed: u64) -> u64 {
+    compressed.saturating_add(unpacked_estimate(compressed))
+}
+
+/// The compressed bytes of an image (its layers and config) from what `docker manifest
+/// inspect --verbose` prints: one manifest (an object), or one per platform (an array), of
+/// which the `linux/amd64` one counts (the nodes' platform). `None` when there is no such
+/// manifest or no size. Pure.
+pub fn manifest_bytes(inspected: &str) -> Option<u64> {
+    let value: serde_json::Value = serde_json::from_str(inspected).ok()?;
+    let entry = match &value {
+        serde_json::Value::Array(entries) => entries.iter().find(|e| {
+            let platform = &e["Descriptor"]["platform"];
+            platform["os"] == "linux" && platform["architecture"] == "amd64"
+        })?,
+        one => one,
+    };
+    let manifest = ["SchemaV2Manifest", "OCIManifest"]
+        .iter()
+        .map(|key| &entry[key])
+        .find(|m| m.is_object())?;
+    let layers = manifest["layers"].as_array()?;
+    let mut total = manifest["config"]["size"].as_u64()?;
+    for layer in layers {
+        total = total.checked_add(layer["size"].as_u64()?)?;
+    }
+    Some(total)
+}
+
 /// One node to check: what it needs where Docker keeps images and in /var/tmp, in bytes.
 struct Need<'a> {
     node: &'a NodeSession,
     docker: u64,
     tmp: u64,
+}
+
+/// How the image comes to the nodes, for the line that explains a refusal.
+#[derive(Clone, Copy)]
+enum Arrival {
+    /// Sent from here: its unpacked size is known.
+    Sent { unpacked: u64 },
+    /// Pulled from a registry: its compressed size is the manifest's.
+    Pulled { compressed: u64 },
+}
+
+impl Arrival {
+    fn size(self) -> String {
+        match self {
+            Arrival::Sent { unpacked } => format!("{} unpacked", gb(unpacked)),
+            Arrival::Pulled { compressed } => format!(
+                "{} of layers in the registry, about {} unpacked",
+                gb(compressed),
+                gb(unpacked_estimate(compressed))
+            ),
+        }
+    }
+
+    fn how(self, need: &Need) -> &'static str {
+        let pulled = matches!(self, Arrival::Pulled { .. });
+        match (need.docker > 0, need.tmp > 0, pulled) {
+            (true, true, true) => ", pulled, and the archive the master keeps for the workers",
+            (true, false, true) if matches!(need.node.node.role, Role::Master) => ", pulled",
+            (true, true, false) => {
+                ", loaded through a copy of itself, and the archive the master keeps"
+            }
+            (true, _, _) => ", loaded through a copy of itself",
+            _ => ": the archive the master keeps for the workers",
+        }
+    }
 }
 
 fn gb(bytes: u64) -> String {
@@ -126,12 +199,54 @@ pub async fn check_delivery(
             },
         ),
     }
-    check(image, unpacked, &needs).await
+    check(image, Arrival::Sent { unpacked }, &needs).await
+}
+
+/// The room check of a pull, before a byte is pulled: the image's layers are `compressed`
+/// bytes (the registry's manifest). With `every_node` each of `lacking` pulls it; otherwise
+/// the master pulls it (when it lacks it) and keeps an archive for the workers, which load it.
+pub async fn check_pull(
+    image: &str,
+    master: &NodeSession,
+    lacking: &[&NodeSession],
+    every_node: bool,
+    compressed: u64,
+) -> Result<(), BootstrapError> {
+    let unpacked = unpacked_estimate(compressed);
+    let is_master = |n: &NodeSession| n.node.name == master.node.name;
+    let mut needs: Vec<Need> = lacking
+        .iter()
+        .map(|node| Need {
+            node,
+            docker: if every_node || is_master(node) {
+                pull_needs(compressed)
+            } else {
+                load_needs(unpacked)
+            },
+            tmp: 0,
+        })
+        .collect();
+    let workers = lacking.iter().filter(|n| !is_master(n)).count();
+    if !every_node && workers > 0 {
+        let archive = archive_needs(unpacked, true);
+        match needs.iter_mut().find(|n| is_master(n.node)) {
+            Some(m) => m.tmp = archive,
+            None => needs.insert(
+                0,
+                Need {
+                    node: master,
+                    docker: 0,
+                    tmp: archive,
+                },
+            ),
+        }
+    }
+    check(image, Arrival::Pulled { compressed }, &needs).await
 }
 
 /// Asks every node for its room and refuses, naming each node short of it, when the image
-/// (`unpacked` bytes) does not fit.
-async fn check(image: &str, unpacked: u64, needs: &[Need<'_>]) -> Result<(), BootstrapError> {
+/// does not fit.
+async fn check(image: &str, arrival: Arrival, needs: &[Need<'_>]) -> Result<(), BootstrapError> {
     let answers = try_join_all(needs.iter().map(|n| n.node.ssh.sudo(ROOM_PROBE))).await?;
     let mut short = Vec::new();
     for (n, answer) in needs.iter().zip(answers) {
@@ -148,15 +263,11 @@ async fn check(image: &str, unpacked: u64, needs: &[Need<'_>]) -> Result<(), Boo
                 Role::Worker => "[workers] root_volume_gb",
             };
             short.push(format!(
-                "{name}: {} free where Docker keeps images, and {image} needs {} there ({} unpacked{}); give it room with {key} = {}, or a flavor with an ephemeral disk",
+                "{name}: {} free where Docker keeps images, and {image} needs {} there ({}{}); give it room with {key} = {}, or a flavor with an ephemeral disk",
                 gb(free),
                 gb(need),
-                gb(unpacked),
-                match (n.docker > 0, n.tmp > 0) {
-                    (true, true) => ", loaded through a copy of itself, and the archive the master keeps",
-                    (true, false) => ", loaded through a copy of itself",
-                    _ => ": the archive the master keeps for the workers",
-                },
+                arrival.size(),
+                arrival.how(n),
                 suggested_gb(need),
             ));
         }
@@ -223,5 +334,41 @@ mod tests {
         assert_eq!(two.shortfall(8 * GB, 0), Some((7 * GB, 8 * GB)));
         assert_eq!(two.shortfall(6 * GB, 2 * GB), Some((GB, 2 * GB)));
         assert_eq!(suggested_gb(6 * GB + 1), 22);
+    }
+
+    /// What `docker manifest inspect --verbose` printed for an image in Debian's
+    /// docker-registry (tests/registry/start): one amd64 manifest, one layer.
+    const INSPECTED: &str =
+        include_str!("../../tests/fixtures/docker/manifest-inspect-verbose.json");
+
+    #[test]
+    fn a_pull_needs_its_layers_and_what_they_unpack_to() {
+        assert_eq!(manifest_bytes(INSPECTED), Some(1169 + 32_596_419));
+        // a list: the linux/amd64 entry counts, whatever its place
+        let one: serde_json::Value = serde_json::from_str(INSPECTED).unwrap();
+        let mut arm = one.clone();
+        arm["Descriptor"]["platform"]["architecture"] = "arm64".into();
+        arm["SchemaV2Manifest"]["layers"][0]["size"] = 7.into();
+        let list = serde_json::json!([arm, one]).to_string();
+        assert_eq!(manifest_bytes(&list), Some(1169 + 32_596_419));
+        assert_eq!(manifest_bytes(&serde_json::json!([arm]).to_string()), None);
+        // an OCI manifest
+        let mut oci = one.clone();
+        oci["OCIManifest"] = oci["SchemaV2Manifest"].take();
+        assert_eq!(manifest_bytes(&oci.to_string()), Some(1169 + 32_596_419));
+        // no sizes, a size that is not a number, not JSON at all
+        let mut bad = one.clone();
+        bad["SchemaV2Manifest"]["layers"][0]["size"] = "big".into();
+        for bad in [
+            bad.to_string(),
+            "{}".into(),
+            "[]".into(),
+            "no such manifest".into(),
+        ] {
+            assert_eq!(manifest_bytes(&bad), None, "{bad}");
+        }
+        // the image above unpacks to 81.7 MB: two and a half times its layers
+        assert_eq!(unpacked_estimate(32_596_419), 81_491_047);
+        assert_eq!(pull_needs(2 * GB), 7 * GB);
     }
 }

@@ -28,9 +28,20 @@ impl Registry {
 
     /// The registry with the stand-ins and `images` (of this machine's Docker) pushed too.
     pub fn start_pushing(images: &[&str]) -> Registry {
+        Registry::start_with(images, false)
+    }
+
+    /// The registry with only `images` pushed: no stand-in is built (a test early in the
+    /// suite, before they are).
+    pub fn start_with_only(images: &[&str]) -> Registry {
+        Registry::start_with(images, true)
+    }
+
+    fn start_with(images: &[&str], only: bool) -> Registry {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let out = Command::new(root.join("tests/registry/start"))
             .args(images)
+            .env("HVD_REGISTRY_IMAGES_ONLY", if only { "1" } else { "0" })
             .output()
             .expect("run tests/registry/start");
         assert!(
