@@ -48,6 +48,25 @@ if [ "$ENABLE_VM" = auto ]; then
 fi
 [ "$ENABLE_VM" = 1 ] && SERVICES="$SERVICES virtlogd libvirtd nova-compute-vm"
 
+# Volumes the libvirt guests boot from: a one-node Ceph cluster (Debian's ceph-mon, ceph-mgr,
+# ceph-osd; BlueStore on a sparse file in the state folder, no kernel module) behind Cinder's
+# RBD driver, as the volume type `ceph`; qemu reads the volumes with its own librbd. Volumes of
+# the type `standard` stay on the fake backend (the fake-driver and Docker servers read no disk).
+# ENABLE_CEPH=0 leaves it out; the default (auto) runs it with the VM host and Cinder when
+# Ceph's packages are installed.
+CEPH_MON_PORT=6789
+ENABLE_CEPH=${ENABLE_CEPH:-auto}
+if [ "$ENABLE_CEPH" = auto ]; then
+  ENABLE_CEPH=0
+  [ "$ENABLE_VM" = 1 ] && [ "$ENABLE_CINDER" = 1 ] && [ -x /usr/bin/ceph-osd ] && [ -x /usr/bin/ceph-mgr ] &&
+    [ -n "$(ls "$VENV"/lib/python3*/site-packages/rbd*.so 2>/dev/null)" ] && ENABLE_CEPH=1
+fi
+if [ "$ENABLE_CEPH" = 1 ]; then
+  SERVICES="$SERVICES ceph-mon ceph-mgr ceph-osd"
+  SERVICE_PORT[ceph-mon]=$CEPH_MON_PORT
+  ALL_PORTS="$ALL_PORTS $CEPH_MON_PORT"
+fi
+
 # Real hosts (dockervirt): servers of images with the property hvd_docker_image run as Docker
 # containers; the external network `public` is the Docker network $PUBLIC_NET, on which this
 # machine is the gateway and the floating-IP agent connects containers at their floating IPs.

@@ -20,6 +20,8 @@ PASSWORD = "secret"
 AUTH_URL = f"http://{HOST}:5000/v3"
 REGION = "RegionOne"
 CINDER = os.environ.get("ENABLE_CINDER", "1") == "1"
+# Cinder's second backend, Ceph's RBD (the volumes the libvirt guests boot from; common.sh)
+CEPH = CINDER and os.environ.get("ENABLE_CEPH", "0") == "1"
 STATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "state")
 
 MANILA_MV = "2.65"  # any microversion >= 2.46 has share type is_default etc.
@@ -60,9 +62,10 @@ FLAVORS = {
     # No root disk, as many clouds now sell (the Sovereign Cloud Stack's standard flavors):
     # since Stein, Nova refuses an image-backed server on it; only volume-backed servers boot.
     "m1.nodisk": ("4", 1, 2048, 0, {}),
-    # v1.vm with an ephemeral disk (the guest's second disk, formatted by Nova as
-    # ephemeral0), as GPU flavors often have: hvd-cluster keeps Docker's data there.
-    "v1.vm.eph": ("21", 2, 4096, 10, {}),
+    # v1.vm with no root disk and an ephemeral disk (the guest's second disk, formatted by
+    # Nova as ephemeral0), as GPU flavors of diskless clouds have: its servers boot from a
+    # volume (type ceph on the VM host), and hvd-cluster keeps Docker's data on the ephemeral.
+    "v1.vm.eph": ("21", 2, 4096, 0, {}),
 }
 # flavor: its ephemeral disk (GB)
 EPHEMERAL = {"v1.vm.eph": 10}
@@ -139,12 +142,12 @@ def identity():
         f"catalog: {', '.join(CATALOG)}")
 
 
-def wait_for_pool(fetch, what, timeout=120):
-    """Block until a scheduler knows a backend pool: the first share/volume needs one."""
+def wait_for_pool(fetch, what, timeout=120, want=1):
+    """Block until a scheduler knows WANT backend pools: the first share/volume needs one."""
     t0 = time.monotonic()
     while True:
         pools = fetch()
-        if pools:
+        if len(pools) >= want:
             log(f"{what} pools after {time.monotonic() - t0:.1f}s: {[p['name'] for p in pools]}")
             return
         if time.monotonic() - t0 > timeout:
@@ -280,12 +283,17 @@ def resources():
         seeded["volume_type"] = {"name": "standard", "id": vt.id}
         seeded["quotas"]["volume"] = VOLUME_QUOTA
         log(f"volume type standard (default), volume quotas of {', '.join(TENANTS)} set")
+    if CEPH:
+        vt = c.block_storage.create_type(name="ceph", is_public=True,
+                                         extra_specs={"volume_backend_name": "ceph"})
+        seeded["volume_type_ceph"] = {"name": "ceph", "id": vt.id}
+        log("volume type ceph (Ceph RBD: the libvirt guests boot from these)")
 
     wait_for_pool(lambda: sfs.get("/scheduler-stats/pools", microversion=MANILA_MV)
                   .json().get("pools", []), "manila")
     if CINDER:
         wait_for_pool(lambda: c.block_storage.get("/scheduler-stats/get_pools")
-                      .json().get("pools", []), "cinder")
+                      .json().get("pools", []), "cinder", want=2 if CEPH else 1)
 
     with open(os.path.join(STATE, "seed.json"), "w") as f:
         json.dump(seeded, f, indent=2)
