@@ -1,9 +1,12 @@
 # The flavor's ephemeral disk ({{ ephemeral_gb }} GB) becomes this node's data disk: formatted
 # once (label hvd-data), mounted, with Docker's data (/var/lib/docker) and /var/tmp (where the
-# image is kept while it is fanned out, and a remote build's root) bound from it, in
-# /etc/fstab for the next boot. Run before Docker is installed, so its data lands there from
-# the start; after `start` (a shelved server comes back with a blank ephemeral disk) Docker is
-# stopped while the new disk takes its place.
+# image is kept while it is fanned out, and a remote build's root) bound from it. The disk and
+# Docker's bind are in /etc/fstab for the next boot; /var/tmp's bind is not: at a boot with a
+# blank disk (after `start`: a shelved server comes back with a blank ephemeral disk) a failed
+# /var/tmp mount fails basic.target and every service with a private /var/tmp (logind,
+# resolved: no DNS), so this step binds it again at each bootstrap. Run before Docker is
+# installed, so its data lands there from the start; after `start` Docker is stopped while the
+# new disk takes its place.
 set -e
 data=/var/lib/hvd-cluster/data
 dev=$(blkid -L hvd-data 2>/dev/null || true)
@@ -33,12 +36,13 @@ if [ -z "$dev" ]; then
   mkfs.ext4 -q -F -m 0 -L hvd-data "$dev"
   echo "hvd-note: Docker's data and /var/tmp are on the flavor's {{ ephemeral_gb }} GB ephemeral disk ($dev)"
 fi
-# nofail: a boot without the disk (a blank one after `start`) goes on, and this step makes it again.
+# nofail: a boot without the disk (a blank one after `start`) goes on after a short wait for
+# it, Docker on the root disk until this step makes the disk again. (A /var/tmp line of an
+# earlier version goes.)
 awk '$2 != "/var/lib/hvd-cluster/data" && $2 != "/var/lib/docker" && $2 != "/var/tmp"' /etc/fstab > /etc/fstab.hvd-new
 cat >> /etc/fstab.hvd-new <<FSTAB
-LABEL=hvd-data $data ext4 defaults,nofail,x-systemd.before=docker.service 0 2
+LABEL=hvd-data $data ext4 defaults,nofail,x-systemd.device-timeout=30s,x-systemd.before=docker.service 0 2
 $data/docker /var/lib/docker none bind,nofail,x-systemd.requires-mounts-for=$data,x-systemd.before=docker.service 0 0
-$data/tmp /var/tmp none bind,nofail,x-systemd.requires-mounts-for=$data 0 0
 FSTAB
 cmp -s /etc/fstab.hvd-new /etc/fstab || cat /etc/fstab.hvd-new > /etc/fstab
 rm -f /etc/fstab.hvd-new
@@ -52,6 +56,6 @@ mountpoint -q "$data" || mount "$data"
 mkdir -p "$data/docker" /var/lib/docker
 install -d -m 1777 "$data/tmp"
 mountpoint -q /var/lib/docker || mount /var/lib/docker
-mountpoint -q /var/tmp || mount /var/tmp
+mountpoint -q /var/tmp || mount --bind "$data/tmp" /var/tmp
 if hvd_systemd; then systemctl daemon-reload; fi
 [ -z "$restart" ] || systemctl start docker.service

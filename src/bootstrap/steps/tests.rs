@@ -181,6 +181,20 @@ fn the_data_disk_step_is_for_nodes_with_an_ephemeral_disk() {
     let apply = r.render(apply.name, &values).unwrap();
     assert!(apply.contains("$(( 40 * 1024 * 1024 * 1024 ))"), "{apply}");
     assert!(apply.contains("echo \"hvd-note: Docker's data and /var/tmp are on the flavor's 40 GB ephemeral disk ($dev)\""));
+    // /var/tmp is bound at each bootstrap, never from fstab: a boot with a blank disk (after
+    // `start`) would fail basic.target and every service with a private /var/tmp (seen on the
+    // VMs: logind and resolved down, no DNS)
+    let fstab = apply
+        .split("<<FSTAB\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\nFSTAB").next())
+        .expect("the fstab lines");
+    assert!(!fstab.contains("/var/tmp"), "{fstab}");
+    assert!(fstab.contains("x-systemd.device-timeout=30s"), "{fstab}");
+    assert!(
+        apply.contains("mount --bind \"$data/tmp\" /var/tmp"),
+        "{apply}"
+    );
     let check = r.render(check.name, &values).unwrap();
     for text in [&apply, &check] {
         let out = std::process::Command::new("bash")
