@@ -164,6 +164,23 @@ fn eventually_opens(source: Option<&str>, addr: &str, port: u16, limit: Duration
     }
 }
 
+/// A Ceph command (`ceph` or `rbd`) against the test cloud's cluster; its stdout.
+fn ceph(args: &[&str]) -> String {
+    let conf = cloud_dir().join("state/ceph/ceph.conf");
+    let out = Command::new(args[0])
+        .arg("-c")
+        .arg(&conf)
+        .args(&args[1..])
+        .output()
+        .expect("run a Ceph command");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn sh(command: &str) -> String {
     let out = Command::new("bash")
         .args(["-c", command])
@@ -202,6 +219,8 @@ struct DataPlane {
     server_ids: Vec<String>,
     network_id: String,
     port_ids: Vec<String>,
+    /// The servers' volumes (the worker boots from one in Ceph).
+    volume_ids: Vec<String>,
 }
 
 impl DataPlane {
@@ -227,10 +246,20 @@ impl DataPlane {
                     .list_ports(&Query::new().eq("network_id", &network_id)),
             )
             .expect("list the network's ports");
+        let mut volume_ids = Vec::new();
+        for id in &server_ids {
+            if let Some(server) = rt
+                .block_on(os.compute().get_server(id))
+                .expect("get a server")
+            {
+                volume_ids.extend(server.volumes_attached.into_iter().map(|v| v.id));
+            }
+        }
         DataPlane {
             server_ids,
             network_id,
             port_ids: ports.into_iter().map(|p| p.id).collect(),
+            volume_ids,
         }
     }
 
@@ -270,6 +299,14 @@ impl DataPlane {
         }
         if rules.contains(&bridge) {
             left.push(format!("nftables rule for bridge {bridge}"));
+        }
+        if !self.volume_ids.is_empty() {
+            let images = ceph(&["rbd", "ls", "volumes"]);
+            for id in &self.volume_ids {
+                if images.contains(id.as_str()) {
+                    left.push(format!("Ceph image of volume {id}"));
+                }
+            }
         }
         left
     }
@@ -624,15 +661,48 @@ fn autostop_then_start(
 
     let grown = a_worker_joins(c, fip, &mark);
 
-    // `stop` by hand: both guests shelved and offloaded (the worker first); the caller's
-    // `down` then deletes a stopped cluster (shelve snapshots included).
+    // `stop` by hand: both guests shelved and offloaded (the worker first), each one's time to
+    // offloaded watched from here: Nova shelves the volume-backed worker with no snapshot and
+    // uploads the image-backed master's disk to Glance. The caller's `down` then deletes a
+    // stopped cluster (shelve snapshots included).
     let started = Instant::now();
-    let stop = c.hvd(&["stop", &c.profile, "--json"]);
+    let stopping = c
+        .command(&["stop", &c.profile, "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run stop");
+    let watch = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| offload_times(&os, &rt, &c.name, started));
+        let out = stopping.wait_with_output().expect("stop's output");
+        (out, watcher.join().expect("the watcher"))
+    });
+    let (stop, offloaded) = watch;
     let by_hand = started.elapsed();
+    eprintln!(
+        "$ hvd-cluster stop --json\n--- exit {:?} after {:.0}s\n{}{}",
+        stop.status.code(),
+        by_hand.as_secs_f64(),
+        String::from_utf8_lossy(&stop.stdout),
+        String::from_utf8_lossy(&stop.stderr)
+    );
     assert!(
         stop.status.success(),
         "stop fails: {}",
         String::from_utf8_lossy(&stop.stderr)
+    );
+    let master = format!("{}-master", c.name);
+    let worker = format!("{}-worker-1", c.name);
+    let shelved = |name: &str| {
+        offloaded
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| *t)
+            .unwrap_or_else(|| panic!("{name} was seen offloaded: {offloaded:?}"))
+    };
+    let (master_shelve, worker_shelve) = (shelved(&master), shelved(&worker));
+    eprintln!(
+        "bench: shelved and offloaded after {master_shelve:.0}s (the image-backed master, a snapshot to Glance) and {worker_shelve:.0}s (the volume-backed worker, no snapshot)"
     );
     let report: serde_json::Value = serde_json::from_slice(&stop.stdout).expect("stop --json");
     assert_eq!(report["freed"]["servers"], 2, "{report}");
@@ -653,7 +723,98 @@ fn autostop_then_start(
         up_took.as_secs_f64(),
         start_took.as_secs_f64() / up_took.as_secs_f64().max(1.0)
     );
+
+    // `start` again, the worker now: it comes back on the same root volume, and its ephemeral
+    // disk comes back blank (Nova makes it anew at unshelve): the data disk step formats it
+    // again, the image reaches it again from the master, and the check passes on both guests.
+    let started = Instant::now();
+    let start = c.hvd(&["start", &c.profile]);
+    let start_both = started.elapsed();
+    let out = String::from_utf8_lossy(&start.stdout);
+    let err = String::from_utf8_lossy(&start.stderr);
+    if !start.status.success() {
+        // what the guests say, for the failure's reader (hvd echoes it)
+        for node in ["worker-1", "master"] {
+            let _ = c.hvd(&[
+                "ssh",
+                &c.profile,
+                node,
+                "--",
+                "sudo sh -c 'uptime; free -m; findmnt /var/lib/docker; docker ps -a; \
+                 for i in $(docker ps -aq); do docker logs --tail 30 $i 2>&1; done; \
+                 journalctl -b --no-pager -u docker -u containerd | tail -40; dmesg | tail -40'",
+            ]);
+        }
+    }
+    assert!(start.status.success(), "start fails: {err}");
+    assert!(out.contains("3 rank(s) joined"), "{out}");
+    assert!(
+        err.contains(&format!("{worker}: data disk: Docker's data and /var/tmp are on the flavor's 10 GB ephemeral disk")),
+        "the blank ephemeral disk is made Docker's again: {err}"
+    );
+    assert!(
+        err.contains(&format!("master -> {worker}")),
+        "the worker gets the image again from the master: {err}"
+    );
+    assert_eq!(
+        DataPlane::of(c).volume_ids,
+        grown.volume_ids,
+        "the worker boots from the same volume"
+    );
+    // The boot with the blank disk was a whole one: with /var/tmp bound from fstab it failed
+    // basic.target, logind and resolved (no DNS) until a reboot.
+    let units = c.on_node(
+        "worker-1",
+        &["systemctl", "is-active", "basic.target", "systemd-resolved"],
+    );
+    assert_eq!(
+        units.split_whitespace().collect::<Vec<_>>(),
+        ["active", "active"],
+        "{units}"
+    );
+    let tmp = c.on_node("worker-1", &["findmnt", "-n", "-o", "SOURCE", "/var/tmp"]);
+    assert!(
+        tmp.trim().ends_with("[/tmp]"),
+        "/var/tmp is on the data disk again: {tmp}"
+    );
+    eprintln!(
+        "bench: `stop` of the master (image-backed) and the worker (volume-backed) {:.0}s; `start` of both, the worker's image sent again to its blank ephemeral disk, {:.0}s",
+        by_hand.as_secs_f64(),
+        start_both.as_secs_f64()
+    );
     grown
+}
+
+/// While `stop` runs: each of the cluster's servers and the seconds after STARTED at which it
+/// was first seen shelved and offloaded (polled every 2 s until all are, or 15 minutes).
+fn offload_times(
+    os: &hvd_cluster::openstack::OpenStack,
+    rt: &tokio::runtime::Runtime,
+    cluster: &str,
+    started: Instant,
+) -> Vec<(String, f64)> {
+    use hvd_cluster::openstack::{ServerFilter, ServerStatus};
+    let filter = ServerFilter {
+        tags: vec![hvd_cluster::provider::openstack::tag(cluster)],
+        name: None,
+    };
+    let mut seen: Vec<(String, f64)> = Vec::new();
+    while started.elapsed() < Duration::from_secs(900) {
+        let servers = rt
+            .block_on(os.compute().list_servers(&filter))
+            .unwrap_or_default();
+        for s in &servers {
+            let name = s.name.clone().unwrap_or_else(|| s.id.clone());
+            if s.status == ServerStatus::ShelvedOffloaded && !seen.iter().any(|(n, _)| *n == name) {
+                seen.push((name, started.elapsed().as_secs_f64()));
+            }
+        }
+        if !servers.is_empty() && seen.len() == servers.len() {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    seen
 }
 
 /// A worker guest joins the running cluster (`scale --workers 1`) once the master's guest has
@@ -690,8 +851,75 @@ fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> DataPlane {
     let dp = DataPlane::of(c);
     assert_eq!(dp.server_ids.len(), 2, "a master and a worker");
 
-    // The worker's flavor (v1.vm.eph) has a 10 GB ephemeral disk: Docker's data and /var/tmp
-    // are on it; the master's flavor has none and keeps today's layout.
+    // The worker's flavor (v1.vm.eph) has no root disk: the worker boots from the profile's
+    // 12 GB volume of type ceph, which Cinder's RBD driver made from the image in the test
+    // cloud's Ceph and qemu reads with librbd: the guest's root filesystem is on that disk,
+    // grown to its size. The master (v1.vm) boots from its image as before.
+    let rt = runtime();
+    let os = rt.block_on(common::cloud::client("local-user"));
+    let mut root = None;
+    for id in &dp.server_ids {
+        let server = rt
+            .block_on(os.compute().get_server(id))
+            .expect("get a server")
+            .expect("the server");
+        if server.name.as_deref() == Some(worker.as_str()) {
+            assert_eq!(server.image_id, None, "{worker} is volume-backed");
+            root = server.volumes_attached.first().map(|v| v.id.clone());
+            let domain = sh(&format!("virsh -c qemu:///system domname {id}"));
+            let xml = sh(&format!(
+                "virsh -c qemu:///system dumpxml {}",
+                domain.trim()
+            ));
+            let root_id = root.as_deref().unwrap_or("-");
+            assert!(
+                xml.contains("protocol='rbd'")
+                    && xml.contains(&format!("volumes/volume-{root_id}")),
+                "qemu reads the root volume from Ceph: {xml}"
+            );
+        } else {
+            assert!(server.image_id.is_some(), "the master boots from its image");
+        }
+    }
+    let root = root.expect("the worker's root volume");
+    let volume = rt
+        .block_on(os.volume().get_volume(&root))
+        .expect("get the volume")
+        .expect("the volume");
+    assert_eq!(
+        (
+            volume.size,
+            volume.status.as_str(),
+            volume.volume_type.as_deref()
+        ),
+        (12, "in-use", Some("ceph")),
+        "the profile's root volume"
+    );
+    assert!(
+        ceph(&["rbd", "ls", "volumes"]).contains(&format!("volume-{root}")),
+        "the volume is an image in Ceph's pool"
+    );
+    let root_dev = c.on_node("worker-1", &["findmnt", "-n", "-o", "SOURCE", "/"]);
+    let root_dev = root_dev.trim();
+    let root_size = c.on_node(
+        "worker-1",
+        &["lsblk", "-d", "-n", "-b", "-o", "SIZE", root_dev],
+    );
+    assert_eq!(
+        root_size.trim(),
+        (12u64 << 30).to_string(),
+        "{root_dev} is the 12 GB volume"
+    );
+    let df = c.on_node("worker-1", &["df", "-B1", "--output=size", "/"]);
+    let fs_bytes: u64 = df
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(fs_bytes > 10 << 30, "cloud-init grew / to the volume: {df}");
+
+    // The worker's flavor has a 10 GB ephemeral disk: Docker's data and /var/tmp are on it;
+    // the master's flavor has none and keeps today's layout.
     let disk = c.on_node("worker-1", &["sudo", "blkid", "-L", "hvd-data"]);
     let disk = disk.trim();
     assert!(
