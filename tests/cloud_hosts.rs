@@ -372,6 +372,20 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first
 /// gigabytes and the profile key that gives it room; the node holds no image and no archive.
 /// Then the same image pulled from a registry: refused from the sizes in the registry's
 /// manifest, before the registry sends a layer.
+/// The line of `up`'s refusal for lack of room that names `node`; `up` failed.
+fn refusal_line(up: &std::process::Output, node: &str) -> String {
+    let said = String::from_utf8_lossy(&up.stderr);
+    assert!(!up.status.success(), "{said}");
+    assert!(
+        said.contains("not enough room for the image; nothing was sent"),
+        "{said}"
+    );
+    said.lines()
+        .find(|l| l.starts_with(&format!("{node}: ")) && l.contains("free where Docker"))
+        .unwrap_or_else(|| panic!("no line for {node}: {said}"))
+        .to_string()
+}
+
 #[test]
 fn an_image_without_room_on_the_node_is_refused_before_a_byte_is_sent() {
     require_cloud();
@@ -386,16 +400,7 @@ fn an_image_without_room_on_the_node_is_refused_before_a_byte_is_sent() {
     let before = cloud_containers();
     let result = std::panic::catch_unwind(|| {
         let up = c.hvd(&["up", &c.profile]);
-        let said = String::from_utf8_lossy(&up.stderr);
-        assert!(!up.status.success(), "{said}");
-        assert!(
-            said.contains("not enough room for the image; nothing was sent"),
-            "{said}"
-        );
-        let line = said
-            .lines()
-            .find(|l| l.starts_with(&format!("{master}: ")) && l.contains("free where Docker"))
-            .unwrap_or_else(|| panic!("no line for {master}: {said}"));
+        let line = refusal_line(&up, &master);
         assert!(line.contains("GB free where Docker keeps images"), "{line}");
         assert!(
             line.contains("hvd-cluster/horovod:tf2.12.1-hvd0.28.1 needs"),
@@ -451,15 +456,11 @@ fn an_image_without_room_on_the_node_is_refused_before_a_byte_is_sent() {
             "$ hvd-cluster up (pull)\n--- exit {:?}\n{said}",
             up.status.code()
         );
-        assert!(!up.status.success(), "{said}");
+        let line = refusal_line(&up, &master);
         assert!(
-            said.contains("not enough room for the image; nothing was sent"),
-            "{said}"
+            !said.contains(&registry.password),
+            "no password in any output"
         );
-        let line = said
-            .lines()
-            .find(|l| l.starts_with(&format!("{master}: ")) && l.contains("free where Docker"))
-            .unwrap_or_else(|| panic!("no line for {master}: {said}"));
         assert!(line.contains(&format!("{image} needs")), "{line}");
         assert!(
             line.contains("of layers in the registry, about") && line.contains("unpacked, pulled)"),
@@ -468,10 +469,6 @@ fn an_image_without_room_on_the_node_is_refused_before_a_byte_is_sent() {
         assert!(
             line.contains("give it room with [master] root_volume_gb = "),
             "{line}"
-        );
-        assert!(
-            !said.contains(&registry.password),
-            "no password in any output"
         );
         // `docker manifest inspect --verbose` reads the image's config blob (its platform):
         // a few kilobytes; a layer of this image is hundreds of megabytes.

@@ -184,21 +184,7 @@ pub async fn check_delivery(
             tmp: 0,
         })
         .collect();
-    let archive = archive_needs(unpacked, zstd);
-    match needs
-        .iter_mut()
-        .find(|n| n.node.node.name == master.node.name)
-    {
-        Some(m) => m.tmp = archive,
-        None => needs.insert(
-            0,
-            Need {
-                node: master,
-                docker: 0,
-                tmp: archive,
-            },
-        ),
-    }
+    keeps_archive(&mut needs, master, archive_needs(unpacked, zstd));
     check(image, Arrival::Sent { unpacked }, &needs).await
 }
 
@@ -228,20 +214,28 @@ pub async fn check_pull(
         .collect();
     let workers = lacking.iter().filter(|n| !is_master(n)).count();
     if !every_node && workers > 0 {
-        let archive = archive_needs(unpacked, true);
-        match needs.iter_mut().find(|n| is_master(n.node)) {
-            Some(m) => m.tmp = archive,
-            None => needs.insert(
-                0,
-                Need {
-                    node: master,
-                    docker: 0,
-                    tmp: archive,
-                },
-            ),
-        }
+        keeps_archive(&mut needs, master, archive_needs(unpacked, true));
     }
     check(image, Arrival::Pulled { compressed }, &needs).await
+}
+
+/// The master keeps the archive (`archive` bytes in /var/tmp) for the workers: added to its
+/// need, or a need of its own when it holds the image already.
+fn keeps_archive<'a>(needs: &mut Vec<Need<'a>>, master: &'a NodeSession, archive: u64) {
+    match needs
+        .iter_mut()
+        .find(|n| n.node.node.name == master.node.name)
+    {
+        Some(m) => m.tmp = archive,
+        None => needs.insert(
+            0,
+            Need {
+                node: master,
+                docker: 0,
+                tmp: archive,
+            },
+        ),
+    }
 }
 
 /// Asks every node for its room and refuses, naming each node short of it, when the image
