@@ -385,21 +385,14 @@ pub fn explain_pull_failure(image: &str, with_credentials: bool, docker_said: &s
     let said = docker_said.to_lowercase();
     let registry = shown(registry_of(image));
     let image = shown(image);
-    if said.contains("unauthorized")
-        || said.contains("authentication required")
-        || said.contains("no basic auth credentials")
-        || said.contains("denied")
-    {
+    if refused_credentials(&said) {
         return if with_credentials {
             format!("the registry {registry} refused the credentials for {image} (wrong user or password, or no access to that repository)")
         } else {
             format!("the registry {registry} wants credentials for {image}: log in with `docker login {registry}` here, or set {USER_VAR} and {PASSWORD_VAR}")
         };
     }
-    if said.contains("manifest unknown")
-        || said.contains("not found")
-        || said.contains("name unknown")
-    {
+    if no_such_image(&said) {
         return format!("the registry {registry} has no image {image} (no such repository or tag)");
     }
     if said.contains("x509") || said.contains("certificate") {
@@ -419,6 +412,30 @@ pub fn explain_pull_failure(image: &str, with_credentials: bool, docker_said: &s
         "docker pull {image} failed: {}",
         shown(last_line(docker_said))
     )
+}
+
+/// Docker (lowercased) says the registry refused the credentials, or wanted some.
+fn refused_credentials(said: &str) -> bool {
+    said.contains("unauthorized")
+        || said.contains("authentication required")
+        || said.contains("no basic auth credentials")
+        || said.contains("denied")
+}
+
+/// Docker (lowercased) says the registry has no such repository or tag (`docker manifest
+/// inspect` says "no such manifest").
+fn no_such_image(said: &str) -> bool {
+    said.contains("manifest unknown")
+        || said.contains("no such manifest")
+        || said.contains("not found")
+        || said.contains("name unknown")
+}
+
+/// Whether what Docker said is the registry refusing the image (credentials, or no such
+/// image), which [`explain_pull_failure`] turns into its own line.
+pub fn registry_refused(docker_said: &str) -> bool {
+    let said = docker_said.to_lowercase();
+    refused_credentials(&said) || no_such_image(&said)
 }
 
 /// Docker's last line without what repeats the request (`Error response from daemon: Get

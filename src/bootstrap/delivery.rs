@@ -236,7 +236,9 @@ async fn registry_bytes(
         let why = match answer {
             Ok(_) => "no linux/amd64 manifest with sizes".to_string(),
             // the registry refused: the pull that follows explains it in its own line
-            Err(ssh::SshError::Command { stderr, .. }) if registry_refused(&stderr) => return None,
+            Err(ssh::SshError::Command { stderr, .. }) if registry::registry_refused(&stderr) => {
+                return None
+            }
             Err(ssh::SshError::Command { stderr, .. }) => {
                 crate::input::shown_message(stderr.trim(), 160)
             }
@@ -248,21 +250,6 @@ async fn registry_bytes(
         ));
     }
     bytes
-}
-
-/// What Docker says when the registry refuses a manifest (a missing tag, missing or wrong
-/// credentials); the pull says it better. Pure.
-fn registry_refused(stderr: &str) -> bool {
-    let said = stderr.to_ascii_lowercase();
-    [
-        "no such manifest",
-        "manifest unknown",
-        "not found",
-        "unauthorized",
-        "denied",
-    ]
-    .iter()
-    .any(|refusal| said.contains(refusal))
 }
 
 /// `docker pull` on a node (the master, or every node with `container.pull = "every-node"`), with the registry's CA (when the profile names one) in
@@ -298,25 +285,4 @@ async fn pull_on(
         started.elapsed().as_secs_f64()
     ));
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::registry_refused;
-
-    #[test]
-    fn a_refused_manifest_is_left_to_the_pull_to_explain() {
-        for refused in [
-            "no such manifest: reg.example:5443/team/hvd:no-such-tag",
-            "errors:\ndenied: requested access to the resource is denied\nunauthorized: authentication required",
-        ] {
-            assert!(registry_refused(refused), "{refused}");
-        }
-        for other in [
-            "docker manifest inspect is only supported on a Docker cli with experimental cli features enabled",
-            "Get \"https://reg.example:5443/v2/\": x509: certificate signed by unknown authority",
-        ] {
-            assert!(!registry_refused(other), "{other}");
-        }
-    }
 }

@@ -207,3 +207,19 @@ fn a_failed_pull_is_one_clear_line() {
     let e = explain_pull_failure(image, true, "first\nsomething odd \u{1b}[2J\n\n");
     assert!(e.ends_with("something odd \\u{1b}[2J"), "{e}");
 }
+
+#[test]
+fn a_refused_manifest_is_left_to_the_pull_to_explain() {
+    for refused in [
+            "no such manifest: reg.example:5443/team/hvd:no-such-tag",
+            "errors:\ndenied: requested access to the resource is denied\nunauthorized: authentication required",
+        ] {
+            assert!(super::registry_refused(refused), "{refused}");
+        }
+    for other in [
+            "docker manifest inspect is only supported on a Docker cli with experimental cli features enabled",
+            "Get \"https://reg.example:5443/v2/\": x509: certificate signed by unknown authority",
+        ] {
+            assert!(!super::registry_refused(other), "{other}");
+        }
+}
