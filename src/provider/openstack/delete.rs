@@ -13,6 +13,8 @@ use crate::wait::{wait_until, Probe, WaitError};
 
 /// How long a deleted server's root volume may take to go.
 const ROOT_VOLUME_GONE: Duration = Duration::from_secs(300);
+/// How long a deleted share may take to go.
+const SHARE_GONE: Duration = Duration::from_secs(300);
 
 impl OpenStackProvider {
     /// Deletes one resource. The client retries a DELETE whose outcome is unknown and takes a
@@ -75,7 +77,8 @@ impl OpenStackProvider {
                 confirm_gone(api.delete_share(id), || async {
                     Ok(api.get_share(id).await?.is_some())
                 })
-                .await?
+                .await?;
+                self.share_gone(&old.name, id).await?;
             }
             Kind::Volume => {
                 let api = self.os.volume();
@@ -122,6 +125,33 @@ impl OpenStackProvider {
             api.add_metadata(v, &mark).await?;
         }
         Ok(roots)
+    }
+
+    /// Waits until Manila has removed a share it accepted to delete (its delete is
+    /// asynchronous: a share in `deleting` still counts against the quota, and a later `up`
+    /// of the same cluster would find it by its metadata); `error_deleting` is an error.
+    async fn share_gone(&self, name: &str, id: &str) -> Result<(), ProviderError> {
+        let api = self.os.share();
+        let api = &api;
+        wait_until(SHARE_GONE, Duration::from_secs(2), || async move {
+            match api.get_share(id).await {
+                Ok(None) => Probe::Ready(()),
+                Ok(Some(s)) if s.is_error() => Probe::Failed(ProviderError::Cloud(format!(
+                    "Manila could not delete share {name} ({id}): status {}",
+                    s.status.unwrap_or_default()
+                ))),
+                Ok(Some(_)) => Probe::Waiting(format!("share {name} to go")),
+                Err(e) => Probe::Failed(e.into()),
+            }
+        })
+        .await
+        .map_err(|e| match e {
+            WaitError::Failed(e) => e,
+            WaitError::TimedOut { .. } => ProviderError::Cloud(format!(
+                "share {name} ({id}) is still there {}s after its delete",
+                SHARE_GONE.as_secs()
+            )),
+        })
     }
 
     /// Waits for Nova to delete a deleted server's root volumes, and deletes any it left
