@@ -13,26 +13,28 @@
 //! tool supplying the runtime from outside the image.
 //!
 //! The guests one after the other: the master's (the profile's master with two slots, its
-//! worker left out by the test's profile) through `up` and every stage to `start`, then a
-//! worker's by `scale --workers 1`. An emulated guest costs minutes of both cores, and two
-//! busy at once cost each about what one starved guest costs (docs/notes/guests.md), which
-//! put the suite past CI's time on slower machines; one at a time, autostop and `start` shelve
-//! and unshelve one guest. The one cluster carries every assertion: one qemu process per
-//! server; with the user's image, the image pulled once from the registry and no password in
-//! any output; SSH to the master by its floating IP; /shared the master's kernel NFS export;
-//! the check across both slots; the Jupyter URL answering through `hvd-cluster jupyter`'s
-//! tunnel; the security groups proven from outside (the master's SSH answers from
+//! worker left out by the test's profile) through `up` and the stages below, then a worker's
+//! by `scale --workers 1`. An emulated guest costs minutes of both cores, and two busy at once
+//! cost each about what one starved guest costs (docs/notes/guests.md), which put the suite
+//! past CI's time on slower machines. The one cluster carries every assertion: one qemu
+//! process per server; with the user's image, the image pulled once from the registry and no
+//! password in any output; SSH to the master by its floating IP; /shared the master's kernel
+//! NFS export; the check across both slots; the Jupyter URL answering through `hvd-cluster
+//! jupyter`'s tunnel; the security groups proven from outside (the master's SSH answers from
 //! 203.0.113.5, inside `allowed_cidrs`, and not from 203.0.113.6; the containers' SSH port
 //! 12345, listening, does not answer from 203.0.113.5; Jupyter's port closed on the floating
-//! IP); the GPU runtime step short of a GPU; autostop, on from the first `up` (a job started
-//! at once keeps the cluster busy through the stages above; released, it ends, and the agent
-//! on the master stops the idle cluster by itself: the guest shelved and offloaded) and
-//! `start` (the same guest back from its snapshot with its disk and /shared). Then the worker
-//! joins: the image from the master over the private network, /shared a kernel NFS mount of
-//! the master kept in fstab, SSH through the master, its SSH and Horovod port open inside the
-//! group and not from outside it, the check across three slots on both guests. `stop` by hand
-//! shelves both; `down` leaves no server, port, floating IP, security group, network, share,
-//! qemu process, bridge, tap or nftables rule.
+//! IP); the GPU runtime step short of a GPU. Then the worker joins with autostop on: it boots
+//! from a 12 GB Ceph volume on a flavor with no root disk and Docker on its ephemeral disk,
+//! gets the image from the master over the private network, mounts /shared from the master
+//! with the kernel client (kept in fstab), is reached through the master, its SSH and Horovod
+//! port open inside the group and not from outside it, the check across three slots on both
+//! guests; a job started at once keeps the cluster busy through those checks. Released, it
+//! ends, and the agent on the master stops the idle cluster by itself (both guests shelved and
+//! offloaded, the worker first); `start` brings both back (the master's disk kept its image;
+//! the worker's blank ephemeral disk is made Docker's again and gets the image from the
+//! master). `down` leaves no server, volume, port, floating IP, security group, network,
+//! share, qemu process, bridge, tap, Ceph image or nftables rule. (`stop` by hand is proven against
+//! the same cloud in tests/cloud_cli.rs: the same Nova calls, no emulated guest.)
 //!
 //! Needs the cloud with its VM host (`tests/cloud/install && tests/cloud/start`, libvirt
 //! installed), our image (scripts/build-images) or with HVD_TEST_VMS_PULL=1 the stand-ins
@@ -472,10 +474,9 @@ fn gpu_runtime_on_the_master(c: &TestCluster) {
     );
 }
 
-/// A job that lasts until the test releases it (`release_the_job`): it keeps the autostop
-/// agent busy while the test proves everything else on the running cluster, so the agent
-/// can be on from the first `up` (one `up` fewer on emulated guests than turning it on later:
-/// ~5 minutes of this test). Every rank waits for a file on /shared.
+/// A job that lasts until the test releases it (a file on /shared every rank waits for): it
+/// keeps the autostop agent busy while the test proves the worker on the running cluster, so
+/// the agent the worker's `scale` installed stops the cluster only once the test lets it.
 const HOLD_SCRIPT: &str = "/shared/hold-the-cluster.sh";
 const HOLD_RELEASE: &str = "/shared/hold-the-cluster.release";
 
@@ -495,35 +496,35 @@ fn hold_the_cluster(c: &TestCluster) -> std::process::Child {
         .expect("start the holding job")
 }
 
-/// Autostop on the VMs, then `start`, then `stop`. The first `up` (with `autostop = "60s"`)
-/// left the agent on the master (a systemd service of the stock image, calling Keystone and
-/// Nova at 203.0.113.1 through the router's SNAT with the credential limited to the
-/// cluster's servers), and the holding job (`hold_the_cluster`, started as soon as `up`
-/// returned) has kept the cluster up through every stage before this one. Released, the job
-/// ends; idle, the agent stops the cluster by itself: the guest shelved and offloaded, its
-/// qemu process gone, Placement holding nothing for it, `status` saying why. `start`
-/// (autostop now off) unshelves it from its snapshot: the check passes across both slots
-/// again, a file written to /shared before the stop is there, the floating IP is the same, no
-/// image is sent again (the disk kept it), and the agent is gone. `stop` by hand shelves it
-/// again; the caller's `down` then deletes the stopped
-/// cluster, shelve snapshots included (`leftovers`). A benchmark line compares `start` with
-/// the first `up` (not asserted).
+/// Autostop on the VMs, then `start` of both guests. `scale` put the agent on the master (a
+/// systemd service of the stock image, calling Keystone and Nova at 203.0.113.1 through the
+/// router's SNAT with a credential limited to the cluster's two servers), and the holding job
+/// (`hold_the_cluster`, started as soon as `scale` returned) has kept the cluster up through
+/// the worker's checks. Released, the job ends; idle, the agent stops the cluster by itself:
+/// the worker first, then the master, each one's shelve watched from here (Nova shelves the
+/// volume-backed worker with no snapshot and uploads the image-backed master's disk to
+/// Glance); their qemu processes gone, Placement holding nothing for them, `status` saying
+/// why. `start` (autostop now off) brings both back: the master from its snapshot with its
+/// disk (no image sent again), the worker from the same root volume with a blank ephemeral
+/// disk (Nova makes it anew at unshelve: the data disk step makes it Docker's again and the
+/// image comes again from the master); the check passes across the three slots, a file
+/// written to /shared before the stop is there on both, the floating IP is the same, and the
+/// agent is gone. The caller's `down` then deletes the cluster. Benchmark lines compare the
+/// two shelves, and `start` with the first `up` (not asserted).
 fn autostop_then_start(
     c: &TestCluster,
     mut job: std::process::Child,
     dp: &DataPlane,
     fip: &str,
+    mark: &str,
     up_took: Duration,
     registry: Option<&Registry>,
-) -> DataPlane {
-    let mark = format!("written before the stop by {}", c.name);
-    c.on_node(
-        "master",
-        &[&format!("echo '{mark}' | sudo tee /shared/before-stop.txt")],
-    );
+) {
+    let master = format!("{}-master", c.name);
+    let worker = format!("{}-worker-1", c.name);
     let pulled_before_stop = registry.map(|r| r.blob_bytes_sent(GUEST_IMAGE));
-    let master = MasterFiles::new(c);
-    let agent_log = || master.read(hvd_cluster::autostop::AGENT_LOG);
+    let files = MasterFiles::new(c);
+    let agent_log = || files.read(hvd_cluster::autostop::AGENT_LOG);
     let unit = c.on_node(
         "master",
         &["systemctl", "is-enabled", "hvd-cluster-autostop.service"],
@@ -552,40 +553,96 @@ fn autostop_then_start(
     }
     // The job has outlasted the idle time many times over: the cluster is still up.
     let log = agent_log().unwrap_or_default();
-    // (beside "just booted" when `up` took less than the grace after a boot)
     assert!(log.contains("job running: horovodrun"), "{log}");
     assert!(!log.contains("stopping the cluster"), "{log}");
+    assert!(
+        log.contains(&master) && log.contains(&worker),
+        "the agent stops both servers: {log}"
+    );
     let states = server_states(&os, &rt, &c.name);
-    assert!(states.iter().all(|s| s == "Active/None"), "{states:?}");
+    assert!(
+        states.len() == 2 && states.iter().all(|s| s == "Active/None"),
+        "{states:?}"
+    );
     c.on_node("master", &[&format!("sudo touch {HOLD_RELEASE}")]);
     assert!(
         job.wait().expect("wait for the holding job").success(),
         "the holding job ends once released"
     );
 
-    // Idle: the agent stops the cluster by itself.
-    let stopping = Instant::now();
-    let deadline = stopping + Duration::from_secs(1500);
+    // Idle: the agent stops the cluster by itself, the worker first. Each server's shelve,
+    // from the first look that sees it busy (a task, or shelved) to the first that sees it
+    // offloaded.
+    let released = Instant::now();
+    let deadline = released + Duration::from_secs(1500);
     let mut last_log = log;
+    let mut began: Vec<(String, f64)> = Vec::new();
+    let mut offloaded: Vec<(String, f64)> = Vec::new();
+    let mut looks = 0u32;
+    let filter = hvd_cluster::openstack::ServerFilter {
+        tags: vec![hvd_cluster::provider::openstack::tag(&c.name)],
+        name: None,
+    };
     loop {
-        if let Some(log) = agent_log() {
-            last_log = log;
+        use hvd_cluster::openstack::ServerStatus;
+        // the log over SSH every 10 s: the master's guest is slow to answer
+        if looks % 5 == 0 {
+            if let Some(log) = agent_log() {
+                last_log = log;
+            }
         }
-        let states = server_states(&os, &rt, &c.name);
-        if states.len() == 1 && states.iter().all(|s| s == "ShelvedOffloaded/None") {
+        looks += 1;
+        let servers = rt
+            .block_on(os.compute().list_servers(&filter))
+            .unwrap_or_default();
+        let t = released.elapsed().as_secs_f64();
+        for s in &servers {
+            let name = s.name.clone().unwrap_or_else(|| s.id.clone());
+            let busy = s.task_state.is_some()
+                || matches!(
+                    s.status,
+                    ServerStatus::Shelved | ServerStatus::ShelvedOffloaded
+                );
+            if busy && !began.iter().any(|(n, _)| *n == name) {
+                began.push((name.clone(), t));
+            }
+            if s.status == ServerStatus::ShelvedOffloaded
+                && s.task_state.is_none()
+                && !offloaded.iter().any(|(n, _)| *n == name)
+            {
+                offloaded.push((name, t));
+            }
+        }
+        if servers.len() == 2 && offloaded.len() == 2 {
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "the agent did not stop the cluster: {states:?}\n{last_log}"
+            "the agent did not stop the cluster: {:?}\n{last_log}",
+            server_states(&os, &rt, &c.name)
         );
-        std::thread::sleep(Duration::from_secs(5));
+        std::thread::sleep(Duration::from_secs(2));
     }
-    let stop_took = stopping.elapsed();
+    let stop_took = released.elapsed();
     eprintln!("the agent's last log seen:\n{last_log}");
     assert!(
         last_log.contains("started: stops the cluster after 60s idle"),
         "{last_log}"
+    );
+    let at = |seen: &[(String, f64)], name: &str| {
+        seen.iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| *t)
+            .unwrap_or_else(|| panic!("{name} was seen: {seen:?}"))
+    };
+    let worker_shelve = at(&offloaded, &worker) - at(&began, &worker);
+    let master_shelve = at(&offloaded, &master) - at(&began, &master);
+    assert!(
+        at(&offloaded, &worker) <= at(&began, &master),
+        "the worker is offloaded before the master is shelved: began {began:?}, offloaded {offloaded:?}"
+    );
+    eprintln!(
+        "bench: shelved and offloaded in {master_shelve:.0}s (the image-backed master, a snapshot to Glance) and {worker_shelve:.0}s (the volume-backed worker, no snapshot)"
     );
     // The agent's last words ("stopping the cluster") are read after `start`, from the log
     // the guest's disk kept: the master stops itself, so SSH may not reach it after they
@@ -599,6 +656,7 @@ fn autostop_then_start(
         "status shows the agent's reason: {status:#}"
     );
     let admin = rt.block_on(common::cloud::client("local-admin"));
+    assert_eq!(dp.server_ids.len(), 2);
     for id in &dp.server_ids {
         assert_eq!(
             rt.block_on(common::cloud::allocations(&admin, id)),
@@ -610,126 +668,16 @@ fn autostop_then_start(
             "no qemu process runs stopped server {id}"
         );
     }
+    let asked = Instant::now();
+    assert_eq!(c.status_json()["state"], "stopped");
+    let status_took = asked.elapsed();
 
-    // The agent comes back with the master; its grace after a boot lets `start` finish, and
-    // `start` with autostop off removes it.
+    // `start` of both. The agent comes back with the master; its grace after a boot lets
+    // `start` finish, and `start` with autostop off removes it.
     with_autostop(c, "off");
     let started = Instant::now();
     let start = c.hvd(&["start", &c.profile]);
     let start_took = started.elapsed();
-    let out = String::from_utf8_lossy(&start.stdout);
-    let err = String::from_utf8_lossy(&start.stderr);
-    assert!(start.status.success(), "start fails: {err}");
-    assert!(out.contains("2 rank(s) joined"), "{out}");
-    assert!(
-        !err.contains("pulled") && !err.contains("image to the master"),
-        "the guests' disks kept the image: {err}"
-    );
-    assert_eq!(
-        registry.map(|r| r.blob_bytes_sent(GUEST_IMAGE)),
-        pulled_before_stop,
-        "start takes nothing from the registry"
-    );
-    assert_eq!(
-        c.on_node("master", &["cat", "/shared/before-stop.txt"])
-            .trim(),
-        mark
-    );
-    let config = c.hvd(&["ssh-config", &c.profile]);
-    assert!(
-        String::from_utf8_lossy(&config.stdout).contains(&format!("HostName {fip}")),
-        "the floating IP is kept"
-    );
-    assert!(
-        err.contains("autostop: off; the agent and its credential are gone")
-            && !err.contains("could not say so"),
-        "start removes the agent, which says \"off\" last: {err}"
-    );
-    let kept = c.on_node("master", &["sudo", "cat", hvd_cluster::autostop::AGENT_LOG]);
-    assert!(
-        kept.contains("stopping the cluster"),
-        "the agent said why it stopped the cluster, in the log the guest's disk kept:\n{kept}"
-    );
-    let status = c.status_json();
-    assert_eq!(status["state"], "running", "{status:#}");
-    assert_eq!(
-        status["autostop"],
-        "off",
-        "{status:#}\nthe agent's log:\n{}",
-        agent_log().unwrap_or_default()
-    );
-
-    let grown = a_worker_joins(c, fip, &mark);
-
-    // `stop` by hand: both guests shelved and offloaded (the worker first), each one's time to
-    // offloaded watched from here: Nova shelves the volume-backed worker with no snapshot and
-    // uploads the image-backed master's disk to Glance. The caller's `down` then deletes a
-    // stopped cluster (shelve snapshots included).
-    let started = Instant::now();
-    let stopping = c
-        .command(&["stop", &c.profile, "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run stop");
-    let watch = std::thread::scope(|scope| {
-        let watcher = scope.spawn(|| offload_times(&os, &rt, &c.name, started));
-        let out = stopping.wait_with_output().expect("stop's output");
-        (out, watcher.join().expect("the watcher"))
-    });
-    let (stop, offloaded) = watch;
-    let by_hand = started.elapsed();
-    eprintln!(
-        "$ hvd-cluster stop --json\n--- exit {:?} after {:.0}s\n{}{}",
-        stop.status.code(),
-        by_hand.as_secs_f64(),
-        String::from_utf8_lossy(&stop.stdout),
-        String::from_utf8_lossy(&stop.stderr)
-    );
-    assert!(
-        stop.status.success(),
-        "stop fails: {}",
-        String::from_utf8_lossy(&stop.stderr)
-    );
-    let master = format!("{}-master", c.name);
-    let worker = format!("{}-worker-1", c.name);
-    let shelved = |name: &str| {
-        offloaded
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, t)| *t)
-            .unwrap_or_else(|| panic!("{name} was seen offloaded: {offloaded:?}"))
-    };
-    let (master_shelve, worker_shelve) = (shelved(&master), shelved(&worker));
-    eprintln!(
-        "bench: shelved and offloaded after {master_shelve:.0}s (the image-backed master, a snapshot to Glance) and {worker_shelve:.0}s (the volume-backed worker, no snapshot)"
-    );
-    let report: serde_json::Value = serde_json::from_slice(&stop.stdout).expect("stop --json");
-    assert_eq!(report["freed"]["servers"], 2, "{report}");
-    let states = server_states(&os, &rt, &c.name);
-    assert!(
-        states.len() == 2 && states.iter().all(|s| s == "ShelvedOffloaded/None"),
-        "{states:?}"
-    );
-    let asked = Instant::now();
-    assert_eq!(c.status_json()["state"], "stopped");
-    let status_took = asked.elapsed();
-    eprintln!(
-        "bench: the agent stopped the cluster in {:.0}s once idle; `stop` {:.0}s; `status` of the stopped cluster {:.2}s; start to a passing check {:.0}s vs the first up {:.0}s ({:.2}x)",
-        stop_took.as_secs_f64(),
-        by_hand.as_secs_f64(),
-        status_took.as_secs_f64(),
-        start_took.as_secs_f64(),
-        up_took.as_secs_f64(),
-        start_took.as_secs_f64() / up_took.as_secs_f64().max(1.0)
-    );
-
-    // `start` again, the worker now: it comes back on the same root volume, and its ephemeral
-    // disk comes back blank (Nova makes it anew at unshelve): the data disk step formats it
-    // again, the image reaches it again from the master, and the check passes on both guests.
-    let started = Instant::now();
-    let start = c.hvd(&["start", &c.profile]);
-    let start_both = started.elapsed();
     let out = String::from_utf8_lossy(&start.stdout);
     let err = String::from_utf8_lossy(&start.stderr);
     if !start.status.success() {
@@ -748,17 +696,53 @@ fn autostop_then_start(
     }
     assert!(start.status.success(), "start fails: {err}");
     assert!(out.contains("3 rank(s) joined"), "{out}");
+    // The master's disk kept the image; the worker's blank ephemeral disk gets it again from
+    // the master, never from this machine or the registry.
     assert!(
-        err.contains(&format!("{worker}: data disk: Docker's data and /var/tmp are on the flavor's 10 GB ephemeral disk")),
-        "the blank ephemeral disk is made Docker's again: {err}"
+        !err.contains("pulled") && !err.contains("image to the master"),
+        "the master's disk kept the image: {err}"
     );
     assert!(
         err.contains(&format!("master -> {worker}")),
         "the worker gets the image again from the master: {err}"
     );
     assert_eq!(
+        registry.map(|r| r.blob_bytes_sent(GUEST_IMAGE)),
+        pulled_before_stop,
+        "start takes nothing from the registry"
+    );
+    assert!(
+        err.contains(&format!("{worker}: data disk: Docker's data and /var/tmp are on the flavor's 10 GB ephemeral disk")),
+        "the blank ephemeral disk is made Docker's again: {err}"
+    );
+    for node in ["master", "worker-1"] {
+        assert_eq!(
+            c.on_node(node, &["cat", "/shared/before-stop.txt"]).trim(),
+            mark,
+            "/shared on {node} after start"
+        );
+    }
+    let config = c.hvd(&["ssh-config", &c.profile]);
+    assert!(
+        String::from_utf8_lossy(&config.stdout).contains(&format!("HostName {fip}")),
+        "the floating IP is kept"
+    );
+    assert!(
+        err.contains("autostop: off; the agent and its credential are gone")
+            && !err.contains("could not say so"),
+        "start removes the agent, which says \"off\" last: {err}"
+    );
+    let kept = c.on_node("master", &["sudo", "cat", hvd_cluster::autostop::AGENT_LOG]);
+    assert!(
+        kept.contains("stopping the cluster"),
+        "the agent said why it stopped the cluster, in the log the guest's disk kept:\n{kept}"
+    );
+    let status = c.status_json();
+    assert_eq!(status["state"], "running", "{status:#}");
+    assert_eq!(status["autostop"], "off", "{status:#}");
+    assert_eq!(
         DataPlane::of(c).volume_ids,
-        grown.volume_ids,
+        dp.volume_ids,
         "the worker boots from the same volume"
     );
     // The boot with the blank disk was a whole one: with /var/tmp bound from fstab it failed
@@ -778,53 +762,25 @@ fn autostop_then_start(
         "/var/tmp is on the data disk again: {tmp}"
     );
     eprintln!(
-        "bench: `stop` of the master (image-backed) and the worker (volume-backed) {:.0}s; `start` of both, the worker's image sent again to its blank ephemeral disk, {:.0}s",
-        by_hand.as_secs_f64(),
-        start_both.as_secs_f64()
+        "bench: the agent stopped the cluster {:.0}s after the job's release (60s of them idle); `status` of the stopped cluster {:.2}s; `start` of both (the worker's image sent again to its blank ephemeral disk) to a passing check {:.0}s vs the first up {:.0}s ({:.2}x)",
+        stop_took.as_secs_f64(),
+        status_took.as_secs_f64(),
+        start_took.as_secs_f64(),
+        up_took.as_secs_f64(),
+        start_took.as_secs_f64() / up_took.as_secs_f64().max(1.0)
     );
-    grown
 }
 
-/// While `stop` runs: each of the cluster's servers and the seconds after STARTED at which it
-/// was first seen shelved and offloaded (polled every 2 s until all are, or 15 minutes).
-fn offload_times(
-    os: &hvd_cluster::openstack::OpenStack,
-    rt: &tokio::runtime::Runtime,
-    cluster: &str,
-    started: Instant,
-) -> Vec<(String, f64)> {
-    use hvd_cluster::openstack::{ServerFilter, ServerStatus};
-    let filter = ServerFilter {
-        tags: vec![hvd_cluster::provider::openstack::tag(cluster)],
-        name: None,
-    };
-    let mut seen: Vec<(String, f64)> = Vec::new();
-    while started.elapsed() < Duration::from_secs(900) {
-        let servers = rt
-            .block_on(os.compute().list_servers(&filter))
-            .unwrap_or_default();
-        for s in &servers {
-            let name = s.name.clone().unwrap_or_else(|| s.id.clone());
-            if s.status == ServerStatus::ShelvedOffloaded && !seen.iter().any(|(n, _)| *n == name) {
-                seen.push((name, started.elapsed().as_secs_f64()));
-            }
-        }
-        if !servers.is_empty() && seen.len() == servers.len() {
-            break;
-        }
-        std::thread::sleep(Duration::from_secs(2));
-    }
-    seen
-}
-
-/// A worker guest joins the running cluster (`scale --workers 1`) once the master's guest has
-/// been through autostop and `start` alone: the guests' heavy work one after the other, not
-/// side by side (docs/notes/guests.md). The worker gets the image from the master over the
-/// private network, mounts the master's export with the kernel client (kept in fstab; the file
-/// written before the stop is there), is reached through the master, and its SSH and Horovod
-/// ports answer inside the cluster's group only; the check passes across both guests' slots.
-/// Returns the data plane with the worker, for the caller's traces after `down`.
-fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> DataPlane {
+/// A worker guest joins the running cluster (`scale --workers 1`, autostop now on) once the
+/// master's guest has been through `up` alone: the guests' heavy work one after the other,
+/// not side by side (docs/notes/guests.md). `scale` puts the autostop agent on the master
+/// for both servers, and the holding job starts the moment it returns (the agent's idle time
+/// runs from there). The worker gets the image from the master over the private network,
+/// mounts the master's export with the kernel client (kept in fstab; the file written before
+/// `scale` is there), is reached through the master, and its SSH and Horovod ports answer
+/// inside the cluster's group only; the check passes across both guests' slots. Returns the
+/// data plane with the worker, for the caller's traces after `down`, and the holding job.
+fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> (DataPlane, std::process::Child) {
     let master = format!("{}-master", c.name);
     let worker = format!("{}-worker-1", c.name);
     let qemu_before = qemu_processes().len();
@@ -837,6 +793,13 @@ fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> DataPlane {
     let out = String::from_utf8_lossy(&scale.stdout).into_owned();
     let said = String::from_utf8_lossy(&scale.stderr).into_owned();
     assert!(scale.status.success(), "scale fails: {said}");
+    // At once: the agent's idle time runs from the end of `scale`.
+    let job = hold_the_cluster(c);
+    assert!(
+        said.contains("autostop: the master stops the cluster after 60s idle")
+            && said.contains("limited to this cluster's servers"),
+        "{said}"
+    );
     assert!(
         said.contains(&format!("master -> {worker} over plain TCP")),
         "the worker gets the master's copy: {said}"
@@ -1035,7 +998,7 @@ fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> DataPlane {
             "the worker's port {port} must not answer from {ALLOWED_SOURCE}"
         );
     }
-    dp
+    (dp, job)
 }
 
 #[test]
@@ -1087,9 +1050,6 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
     let master = format!("{}-master", c.name);
     let qemu_before = qemu_processes().len();
     let mut data_plane = None;
-    // Autostop from the first `up`: the holding job keeps the agent busy until the autostop
-    // stage (autostop_then_start).
-    with_autostop(&c, "60s");
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let started = Instant::now();
         let pulled_before = registry.as_ref().map(|r| r.blob_bytes_sent(GUEST_IMAGE));
@@ -1098,14 +1058,11 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
         eprintln!("up took {:.0}s", up_took.as_secs_f64());
         data_plane = Some(DataPlane::of(&c));
         assert!(up.status.success(), "up fails");
-        // At once: the agent's idle time runs from the end of `up`.
-        let job = hold_the_cluster(&c);
         let out = String::from_utf8_lossy(&up.stdout).into_owned();
         let said = String::from_utf8_lossy(&up.stderr).into_owned();
         assert!(
-            said.contains("autostop: the master stops the cluster after 60s idle")
-                && said.contains("limited to this cluster's servers"),
-            "{said}"
+            !said.contains("autostop:"),
+            "autostop is off until `scale`: {said}"
         );
 
         // The image on the guest: ours from this machine; a user's pulled from the registry
@@ -1239,8 +1196,18 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
         );
 
         gpu_runtime_on_the_master(&c);
-        let grown = autostop_then_start(&c, job, dp, &fip, up_took, registry.as_ref());
+
+        // Autostop comes on with the worker: `scale` puts the agent in place for both.
+        let mark = format!("written before the stop by {}", c.name);
+        c.on_node(
+            "master",
+            &[&format!("echo '{mark}' | sudo tee /shared/before-stop.txt")],
+        );
+        with_autostop(&c, "60s");
+        let (grown, job) = a_worker_joins(&c, &fip, &mark);
         data_plane = Some(grown);
+        let dp = data_plane.as_ref().unwrap();
+        autostop_then_start(&c, job, dp, &fip, &mark, up_took, registry.as_ref());
     }));
 
     // down, also after a failure, then nothing of the cluster anywhere.
