@@ -371,21 +371,8 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first
 /// before a byte of the image is sent, in one line naming the node, the free and needed
 /// gigabytes and the profile key that gives it room; the node holds no image and no archive.
 /// Then the same image pulled from a registry: refused from the sizes in the registry's
-/// manifest, before the registry sends a layer.
-/// The line of `up`'s refusal for lack of room that names `node`; `up` failed.
-fn refusal_line(up: &std::process::Output, node: &str) -> String {
-    let said = String::from_utf8_lossy(&up.stderr);
-    assert!(!up.status.success(), "{said}");
-    assert!(
-        said.contains("not enough room for the image; nothing was sent"),
-        "{said}"
-    );
-    said.lines()
-        .find(|l| l.starts_with(&format!("{node}: ")) && l.contains("free where Docker"))
-        .unwrap_or_else(|| panic!("no line for {node}: {said}"))
-        .to_string()
-}
-
+/// manifest, before the registry sends a layer; then built on the master: refused before the
+/// build starts.
 #[test]
 fn an_image_without_room_on_the_node_is_refused_before_a_byte_is_sent() {
     require_cloud();
@@ -436,8 +423,8 @@ fn an_image_without_room_on_the_node_is_refused_before_a_byte_is_sent() {
         );
         let image = registry.image(&pulled);
         let ca = registry.state.join("ca.crt");
-        let profile = std::fs::read_to_string(&c.profile).expect("the test's profile");
-        let profile = profile
+        let original = std::fs::read_to_string(&c.profile).expect("the test's profile");
+        let profile = original
             .replace(
                 &format!("image = \"{OUR_IMAGE}\""),
                 &format!("image = \"{image}\"\nregistry_ca = \"{}\"", ca.display()),
@@ -479,6 +466,49 @@ fn an_image_without_room_on_the_node_is_refused_before_a_byte_is_sent() {
         );
         let images = c.on_node("master", &["sudo", "docker", "images", "-q"]);
         assert_eq!(images.trim(), "", "no image on the node");
+
+        // Built on the master (`build-remote`): refused before the recipe is unpacked, with
+        // the measured need of a build from nothing.
+        let profile = original.replace("source = \"build\"", "source = \"build-remote\"");
+        assert!(profile.contains("source = \"build-remote\""), "{profile}");
+        std::fs::write(&c.profile, profile).expect("write the test's profile");
+        let up = c.hvd(&["up", &c.profile]);
+        let line = refusal_line(&up, &master);
+        assert!(
+            line.contains(&format!(
+                "{OUR_IMAGE} needs 9.0 GB there (built on the master from nothing: the base's tree, the build stage and the image)"
+            )),
+            "{line}"
+        );
+        assert!(
+            line.contains("give it room with [master] root_volume_gb = "),
+            "{line}"
+        );
+        let recipe = c.on_node(
+            "master",
+            &[
+                "sh",
+                "-c",
+                "ls -d /var/tmp/hvd-cluster-recipe* 2>/dev/null || true",
+            ],
+        );
+        assert_eq!(recipe.trim(), "", "no recipe unpacked, no build started");
+        let images = c.on_node("master", &["sudo", "docker", "images", "-q"]);
+        assert_eq!(images.trim(), "", "no image on the node");
     });
     down_leaves_nothing(&c, &before, result);
+}
+
+/// The line of `up`'s refusal for lack of room that names `node`; `up` failed.
+fn refusal_line(up: &std::process::Output, node: &str) -> String {
+    let said = String::from_utf8_lossy(&up.stderr);
+    assert!(!up.status.success(), "{said}");
+    assert!(
+        said.contains("not enough room for the image; nothing was sent"),
+        "{said}"
+    );
+    said.lines()
+        .find(|l| l.starts_with(&format!("{node}: ")) && l.contains("free where Docker"))
+        .unwrap_or_else(|| panic!("no line for {node}: {said}"))
+        .to_string()
 }

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use serde::Serialize;
 
 use super::image::{fan_out_image, lacking, ImageFile};
-use super::{BootstrapError, NodeSession};
+use super::{room, BootstrapError, NodeSession};
 use crate::images;
 use crate::input::shown_message;
 use crate::progress::Progress;
@@ -99,6 +99,11 @@ pub(super) async fn build_on_master(
     let master = &sessions[0];
     let name = master.node.name.as_str();
     let script = build_script(renderer, image)?;
+    // Room first, when the master holds no build of the image yet (a rebuild reuses most of
+    // the layers it has).
+    if !lacking(image, None, &sessions[..1]).await?.is_empty() {
+        room::check_build(image, master).await?;
+    }
     let started = std::time::Instant::now();
     progress.line(format!(
         "{name}: building {image} on the master (container.source = \"build-remote\"; minutes the first time, seconds when up to date)"
@@ -132,13 +137,21 @@ pub(super) async fn build_on_master(
     ));
     let workers = lacking(image, Some(&report.id), &sessions[1..]).await?;
     if !workers.is_empty() {
+        // every node has zstd (the docker step installs it)
+        let file = ImageFile { zstd: true };
+        match master_image_bytes(master, image).await? {
+            Some(unpacked) => {
+                room::check_loads(image, master, &workers, unpacked, file.zstd).await?
+            }
+            None => progress.line(format!(
+                "{name}: could not read the size of {image}: the workers' room is not checked"
+            )),
+        }
         bars[0].set_message(format!(
             "serving {image} to {} worker(s) on port {}",
             workers.len(),
             super::IMAGE_PORT
         ));
-        // every node has zstd (the docker step installs it)
-        let file = ImageFile { zstd: true };
         let fanned = fan_out_image(master, &workers, image, file, false, fanout).await;
         let _ = master.ssh.sudo(&format!("rm -f {}", file.path())).await;
         for line in fanned? {
@@ -146,6 +159,31 @@ pub(super) async fn build_on_master(
         }
     }
     Ok(usize::from(report.built || !workers.is_empty()))
+}
+
+/// The unpacked size of the image on the master (`docker image inspect`), read by its
+/// grammar: `None` for anything but a number.
+async fn master_image_bytes(
+    master: &NodeSession,
+    image: &str,
+) -> Result<Option<u64>, BootstrapError> {
+    let out = master
+        .ssh
+        .sudo(&format!(
+            "docker image inspect -f '{{{{.Size}}}}' {} 2>/dev/null || true",
+            crate::ssh::shell_quote(image)
+        ))
+        .await?;
+    Ok(parse_size(&out))
+}
+
+/// A byte count as `docker image inspect -f '{{.Size}}'` prints it. Pure.
+pub fn parse_size(out: &str) -> Option<u64> {
+    let out = out.trim();
+    if out.is_empty() || !out.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    out.parse().ok()
 }
 
 #[cfg(test)]
@@ -215,6 +253,22 @@ mod tests {
                 "{}",
                 f.path
             );
+        }
+    }
+
+    #[test]
+    fn the_masters_image_size_is_read_by_its_grammar() {
+        assert_eq!(parse_size("1334567890\n"), Some(1_334_567_890));
+        for bad in [
+            "",
+            "\n",
+            "-1",
+            "12 GB",
+            "1e9",
+            "99999999999999999999999",
+            "12; rm -rf /",
+        ] {
+            assert_eq!(parse_size(bad), None, "{bad:?}");
         }
     }
 

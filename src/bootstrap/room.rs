@@ -127,10 +127,12 @@ struct Need<'a> {
 /// How the image comes to the nodes, for the line that explains a refusal.
 #[derive(Clone, Copy)]
 enum Arrival {
-    /// Sent from here: its unpacked size is known.
+    /// Sent from here, or from the master that built it: its unpacked size is known.
     Sent { unpacked: u64 },
     /// Pulled from a registry: its compressed size is the manifest's.
     Pulled { compressed: u64 },
+    /// Built on the master from nothing (`build-remote`): the measured estimate.
+    Built,
 }
 
 impl Arrival {
@@ -142,10 +144,14 @@ impl Arrival {
                 gb(compressed),
                 gb(unpacked_estimate(compressed))
             ),
+            Arrival::Built => "built on the master from nothing".into(),
         }
     }
 
     fn how(self, need: &Need) -> &'static str {
+        if matches!(self, Arrival::Built) {
+            return ": the base's tree, the build stage and the image";
+        }
         let pulled = matches!(self, Arrival::Pulled { .. });
         match (need.docker > 0, need.tmp > 0, pulled) {
             (true, true, true) => ", pulled, and the archive the master keeps for the workers",
@@ -176,6 +182,18 @@ pub async fn check_delivery(
     let Some(unpacked) = crate::images::local_image_bytes(image).await else {
         return Ok(());
     };
+    check_loads(image, master, loading, unpacked, zstd).await
+}
+
+/// The room check of an image of `unpacked` bytes that the master passes on: every node in
+/// `loading` loads it, and the master keeps its archive for the workers.
+pub async fn check_loads(
+    image: &str,
+    master: &NodeSession,
+    loading: &[&NodeSession],
+    unpacked: u64,
+    zstd: bool,
+) -> Result<(), BootstrapError> {
     let mut needs: Vec<Need> = loading
         .iter()
         .map(|node| Need {
@@ -186,6 +204,25 @@ pub async fn check_delivery(
         .collect();
     keeps_archive(&mut needs, master, archive_needs(unpacked, zstd));
     check(image, Arrival::Sent { unpacked }, &needs).await
+}
+
+/// What building our image on the master from nothing (`container.source = "build-remote"`)
+/// needs where Docker keeps images: the base, the build stage (compilers, the framework's
+/// wheels, Horovod's build tree) and the image, as `docker system df` counted them after
+/// scripts/build-images from nothing on an empty engine, the larger variant, with a fifth
+/// more (docs/profile.md#room-for-the-image).
+pub const BUILD_DOCKER_NEEDS: u64 = 9_000_000_000;
+/// ... and in /var/tmp: debootstrap's tree of the base and the build's logs.
+pub const BUILD_TMP_NEEDS: u64 = 1_000_000_000;
+
+/// The room check of a build on the master from nothing, before it starts.
+pub async fn check_build(image: &str, master: &NodeSession) -> Result<(), BootstrapError> {
+    let need = Need {
+        node: master,
+        docker: BUILD_DOCKER_NEEDS,
+        tmp: BUILD_TMP_NEEDS,
+    };
+    check(image, Arrival::Built, &[need]).await
 }
 
 /// The room check of a pull, before a byte is pulled: the image's layers are `compressed`
