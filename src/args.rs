@@ -8,8 +8,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::cluster::Target;
 use crate::cmd::{
-    bench, check, completions, down, heal, jupyter, plan, run, scale, schema, ssh, ssh_config,
-    start, status, stop, up, validate,
+    bench, check, completions, down, heal, jobs, jupyter, plan, run, scale, schema, ssh,
+    ssh_config, start, status, stop, up, validate,
 };
 use crate::context::Context;
 use crate::error::Error;
@@ -111,9 +111,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run a command with horovodrun over every slot, from the master's container
+    /// Run a command with horovodrun over every slot, from the master's container, as a job:
+    /// it runs on the master without this command, after the jobs submitted before it
     #[command(
-        after_help = "Example: hvd-cluster run profiles/local.toml -- python /shared/train.py"
+        after_help = "Example: hvd-cluster run profiles/local.toml -- python /shared/train.py
+
+        The job's output is followed until it ends, and `run` ends with its exit status.         Ctrl-C, a closed laptop or a lost connection stops following, never the job:         `hvd-cluster logs FILE ID --follow` follows it again, `hvd-cluster cancel FILE ID`         ends it."
     )]
     Run {
         file: PathBuf,
@@ -133,9 +136,46 @@ pub enum Command {
         /// hvd-cluster's own, e.g. "--display-map --timestamp-output"
         #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
         mpi_args: Option<String>,
+        /// Submit the job, print its number and return; it runs on the master without this
+        /// command (`logs --follow` follows it, `cancel` ends it)
+        #[arg(long, short = 'd')]
+        detach: bool,
         /// The command each rank runs
         #[arg(last = true, required = true)]
         command: Vec<String>,
+    },
+    /// The cluster's jobs: number, state (queued, running, succeeded, failed with its exit
+    /// status, cancelled, interrupted), slots, how long it ran, command
+    #[command(after_help = "Example: hvd-cluster jobs profiles/local.toml --json")]
+    Jobs {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A job's whole output from its first line (the latest job's without a number), kept on
+    /// the master's disk after the job ends and across stop/start
+    #[command(after_help = "Example: hvd-cluster logs profiles/local.toml 3 --follow
+
+        With --follow it ends when the job does, with the job's exit status; Ctrl-C stops         following, never the job.")]
+    Logs {
+        file: PathBuf,
+        /// The job's number (`jobs` lists them)
+        id: Option<String>,
+        /// Follow the output until the job ends
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
+    /// End a job: a queued one leaves the queue; a running one's horovodrun and every rank
+    /// on every node are ended (TERM, then KILL after 5 s)
+    #[command(after_help = "Example: hvd-cluster cancel profiles/local.toml 3")]
+    Cancel {
+        file: PathBuf,
+        /// The job's number (`jobs` lists them)
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<String>,
+        /// Every queued and running job
+        #[arg(long)]
+        all: bool,
     },
     /// Scaling report: a synthetic ResNet training job with horovodrun at 1, 2, 4, ... slots
     /// (master first, then workers), images/s, speed-up, scaling efficiency and allreduce bus
@@ -279,7 +319,10 @@ impl Command {
     /// Whether the command handles Ctrl-C itself (stopping what it started on the nodes), so
     /// that `main` must not drop it at the first signal.
     pub fn handles_interrupt(&self) -> bool {
-        matches!(self, Command::Bench { .. })
+        matches!(
+            self,
+            Command::Bench { .. } | Command::Run { .. } | Command::Logs { .. }
+        )
     }
 
     /// Runs one parsed command.
@@ -312,6 +355,7 @@ impl Command {
                 max_np,
                 send,
                 mpi_args,
+                detach,
                 command,
             } => {
                 run::run(
@@ -320,10 +364,16 @@ impl Command {
                     elastic.then_some((min_np, max_np)),
                     &send,
                     mpi_args.as_deref(),
+                    detach,
                     &command,
                 )
                 .await
             }
+            Command::Jobs { file, json } => jobs::list(ctx, &file, json).await,
+            Command::Logs { file, id, follow } => {
+                jobs::logs(ctx, &file, id.as_deref(), follow).await
+            }
+            Command::Cancel { file, id, all } => jobs::cancel(ctx, &file, id.as_deref(), all).await,
             Command::Bench {
                 file,
                 slots,

@@ -10,7 +10,8 @@
 //!    [`host_keys`] (what a node's pinned, offered and console-shown keys are), the
 //!    [`openstack`] client, [`interrupt`] (Ctrl-C while the cloud is making something);
 //! 2. the cluster's model: [`templates`], [`images`], [`registry`], [`profile`], [`plan`],
-//!    [`state`], [`render`], [`mpi`];
+//!    [`state`], [`render`], [`mpi`], [`jobs`] (the jobs on the master: their grammar and
+//!    the runner's words);
 //! 3. the providers: [`provider`] (the only code that talks to a cloud);
 //! 4. the engines: [`apply`], [`bootstrap`], [`check`], [`bench`](mod@bench);
 //! 5. what commands share: [`context`] (the options every command runs with), [`error`]
@@ -44,6 +45,7 @@ pub mod host_keys;
 pub mod images;
 pub mod input;
 pub mod interrupt;
+pub mod jobs;
 pub mod jupyter_tls;
 pub mod lifecycle;
 pub mod mpi;

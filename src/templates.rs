@@ -1,7 +1,7 @@
 //! Every file under `templates/` that reaches a node, compiled into the binary and named in one
 //! table: the tera templates the renderer loads ([`ALL`]; the bootstrap steps name theirs by
 //! these constants) and the plain files copied as they are ([`IMAGE_SERVE`], [`IMAGE_FETCH`],
-//! [`AUTOSTOP_AGENT`], [`CHECK_JOB`]). A new template is one constant here and one entry in [`ALL`]. Pure data.
+//! [`AUTOSTOP_AGENT`], [`JOB_RUNNER`], [`CHECK_JOB`]). A new template is one constant here and one entry in [`ALL`]. Pure data.
 
 /// A template shipped in the binary: its name (as the renderer knows it) and its text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +94,9 @@ pub const IMAGE_FETCH: &str = include_str!("../templates/node/image_fetch.py");
 /// The master's autostop agent (arguments: its config file).
 pub const AUTOSTOP_AGENT: &str = include_str!("../templates/node/autostop_agent.py");
 
+/// The master's job runner (`run`, `jobs`, `logs`, `cancel`; arguments on the command line).
+pub const JOB_RUNNER: &str = include_str!("../templates/node/job_runner.sh");
+
 /// The acceptance check job, run by every rank.
 pub const CHECK_JOB: &str = include_str!("../templates/check/hvd_check.py");
 
@@ -121,6 +124,7 @@ mod tests {
             "image_serve.py".to_string(),
             "image_fetch.py".to_string(),
             "autostop_agent.py".to_string(),
+            "job_runner.sh".to_string(),
         ]);
         named.sort();
         let before = named.len();

@@ -1,6 +1,7 @@
 //! The autostop agent (templates/node/autostop_agent.py, what `up` leaves on the master) asked
 //! for one look (`--once`) on this machine with the python3 a stock image has: idle with
-//! nothing running; busy while a process named `horovodrun` runs; busy in the first minutes
+//! nothing running; busy while a process named `horovodrun` runs, or the runner of a job of
+//! `hvd-cluster run` that waits its turn; busy in the first minutes
 //! after the host booted (after `start` unshelves the cluster, the agent must not stop it
 //! again while start's bootstrap and check run). Nothing is stopped: `--once` only looks.
 //! The agent runs in a PID namespace of its own (`unshare`, as root like CI), so the jobs of
@@ -74,6 +75,17 @@ fn the_agent_is_idle_busy_with_a_job_and_holds_after_a_boot() {
         "{busy:?}"
     );
     assert_eq!(idle, 0, "busy now: no idle time");
+
+    // A job of `hvd-cluster run` waiting its turn: no horovodrun yet, its runner alive.
+    let (busy, _, _) = look(
+        serde_json::json!({"idle_seconds": 60, "boot_grace_seconds": 0}),
+        "d=$(mktemp -d); echo 'sleep 30' > $d/job_runner.sh; bash $d/job_runner.sh run 7 &",
+    );
+    assert_eq!(busy.len(), 1, "{busy:?}");
+    assert!(
+        busy[0].starts_with("job running: job 7 queued or running (pid "),
+        "{busy:?}"
+    );
 
     // Any host booted less than a billion seconds ago: inside the grace after a boot.
     let grace = serde_json::json!({"idle_seconds": 60, "boot_grace_seconds": 1_000_000_000u64});

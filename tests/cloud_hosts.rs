@@ -311,11 +311,12 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first
     let agent_log = || master.read(hvd_cluster::autostop::AGENT_LOG);
     let states = || server_states(&os, &rt, &c.name);
 
-    // A job that outlasts the idle time keeps the cluster up.
-    let mut job = c
-        .command(&["run", &c.profile, "--", "sleep", "80"])
-        .spawn()
-        .expect("start a job");
+    // A job that outlasts the idle time keeps the cluster up. Detached: the command that
+    // submitted it is gone at once, the job runs on the master without it.
+    let submitted = c.hvd(&["run", &c.profile, "--detach", "--", "sleep", "80"]);
+    assert!(submitted.status.success(), "{submitted:?}");
+    let id = String::from_utf8_lossy(&submitted.stdout).trim().to_string();
+    assert!(id.parse::<u32>().is_ok(), "run --detach prints the job's number: {id}");
     std::thread::sleep(Duration::from_secs(70));
     let log = agent_log().expect("the agent's log");
     assert!(
@@ -334,7 +335,11 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first
         said.starts_with("busy: job running: horovodrun") && said.ends_with("stops after 60s idle"),
         "status shows what the agent decided: {said}"
     );
-    assert!(job.wait().unwrap().success(), "the job finishes");
+    // Read back from another command: followed to its end, with its exit status.
+    let followed = c.hvd(&["logs", &c.profile, &id, "--follow"]);
+    assert!(followed.status.success(), "the job finishes: {followed:?}");
+    let record = common::jobs::job(c, id.parse().unwrap_or(0));
+    assert_eq!(record["state"], "succeeded", "{record}");
 
     // Idle: the agent stops the cluster by itself.
     let deadline = Instant::now() + Duration::from_secs(600);

@@ -37,6 +37,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "state",
             "render",
             "mpi",
+            "jobs",
         ],
     ),
     ("providers", &["provider"]),

@@ -138,6 +138,9 @@ fn local_cluster_up_check_train_again_down() {
             assert!(done.contains(&format!("'{name}-{host}'")), "{done}");
         }
 
+        // That run was job 1: the jobs on this cluster (issue 34).
+        common::jobs::jobs_on_a_running_cluster(&c, &["master", "worker-1", "worker-2"], 3);
+
         // The containers' key opens the containers' sshd, never a host's (issue 35).
         let nodes: Vec<String> = ["master", "worker-1", "worker-2"]
             .iter()
@@ -341,6 +344,14 @@ fn stop_and_start(c: &TestCluster) {
     let status = c.hvd(&["status", profile, "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
     assert_eq!(status["state"], "running", "{status}");
+    // The jobs' record and output are on the master's disk: kept.
+    let kept = common::jobs::jobs_json(c);
+    assert!(kept.len() >= 7, "{kept:?}");
+    let logs = c.hvd(&["logs", profile, "1"]);
+    assert!(
+        String::from_utf8_lossy(&logs.stdout).contains("TRAIN_DONE"),
+        "{logs:?}"
+    );
 
     // The master's host key changed behind the tool's back (`start` kept the keys: the
     // containers were only stopped): the next command stops at once with the line, and goes on

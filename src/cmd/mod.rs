@@ -11,6 +11,7 @@ pub mod check;
 pub mod completions;
 pub mod down;
 pub mod heal;
+pub mod jobs;
 pub mod jupyter;
 pub mod output;
 pub mod plan;

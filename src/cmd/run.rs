@@ -1,62 +1,102 @@
-//! `run`: `horovodrun` over every slot (or elastic), from the master's container, with the
-//! output streamed; `--send` copies files into /shared first.
+//! `run`: a job on the master (`horovodrun` over every slot, or elastic), run by the master's
+//! job runner detached from this process ([`crate::jobs`]): closing the laptop, a lost
+//! connection or Ctrl-C stops following it, not the job. Without `--detach` the job's output
+//! is followed from its first line and `run` ends with its exit status. `--send` copies files
+//! into /shared first.
 
 use std::path::{Path, PathBuf};
 
+use tokio::signal::unix::{signal, SignalKind};
+
+use super::jobs::{follow, job_ahead_line, read_jobs, write_runner};
 use super::shown_path;
 use crate::bootstrap::BootstrapError;
 use crate::check;
 use crate::cluster;
 use crate::context::Context;
 use crate::error::Error;
-use crate::ssh;
+use crate::input;
+use crate::jobs::{self, State};
 
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     ctx: &Context,
     file: &Path,
     elastic: Option<(Option<u32>, Option<u32>)>,
     send: &[PathBuf],
     mpi_args: Option<&str>,
+    detach: bool,
     command: &[String],
 ) -> Result<u8, Error> {
-    let existing = cluster::existing(ctx, file).await?;
-    let p = &existing.profile;
-    if let Some(extra) = mpi_args {
-        crate::mpi::check_mpi_args(extra, p.container.collective, elastic.is_some())
-            .map_err(|e| Error::Usage(e.to_string()))?;
-    }
-    let opened = existing.open(ctx).await?;
+    // Ctrl-C is this command's own: before the job is submitted it submits nothing; once it
+    // is, it stops following and says how to follow or end the job.
+    let mut interrupt = signal(SignalKind::interrupt())
+        .map_err(|e| Error::Runtime(format!("cannot listen for Ctrl-C: {e}")))?;
+    let prepared = async {
+        let existing = cluster::existing(ctx, file).await?;
+        let p = &existing.profile;
+        if let Some(extra) = mpi_args {
+            crate::mpi::check_mpi_args(extra, p.container.collective, elastic.is_some())
+                .map_err(|e| Error::Usage(e.to_string()))?;
+        }
+        let opened = existing.open(ctx).await?;
+        let master = opened.master();
+        for local in send {
+            let name = local.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+                Error::Usage(format!("--send {}: not a file name", shown_path(local)))
+            })?;
+            let body = std::fs::read(local)
+                .map_err(|e| Error::Usage(format!("--send {}: {e}", shown_path(local))))?;
+            master
+                .ssh
+                .write_file(&format!("/shared/{name}"), &body, 0o644)
+                .await
+                .map_err(BootstrapError::from)?;
+            ctx.progress
+                .line(format!("sent {} to /shared/{name}", local.display()));
+        }
+        let slots: u32 = opened.sessions.iter().map(|s| s.node.slots.max(1)).sum();
+        let elastic = elastic.map(|(min, max)| (min.unwrap_or(1), max.unwrap_or(slots)));
+        let mut argv = check::horovodrun_args(p, &opened.sessions, elastic, mpi_args);
+        argv.extend(command.iter().cloned());
+        write_runner(master).await?;
+        let ahead = read_jobs(master).await?;
+        Ok::<_, Error>((opened, argv, slots, elastic.is_some(), ahead))
+    };
+    let (opened, argv, slots, elastic, ahead) = tokio::select! {
+        prepared = prepared => prepared?,
+        _ = interrupt.recv() => {
+            return Err(Error::Stopped("interrupted; no job was submitted".into()));
+        }
+    };
     let master = opened.master();
-    for local in send {
-        let name = local.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
-            Error::Usage(format!("--send {}: not a file name", shown_path(local)))
-        })?;
-        let body = std::fs::read(local)
-            .map_err(|e| Error::Usage(format!("--send {}: {e}", shown_path(local))))?;
-        master
-            .ssh
-            .write_file(&format!("/shared/{name}"), &body, 0o644)
-            .await
-            .map_err(BootstrapError::from)?;
-        ctx.progress
-            .line(format!("sent {} to /shared/{name}", local.display()));
-    }
-    let slots: u32 = opened.sessions.iter().map(|s| s.node.slots.max(1)).sum();
-    let elastic = elastic.map(|(min, max)| (min.unwrap_or(1), max.unwrap_or(slots)));
-    let mut argv = check::horovodrun_args(p, &opened.sessions, elastic, mpi_args);
-    argv.extend(command.iter().cloned());
-    let quoted: Vec<String> = argv.iter().map(|a| ssh::shell_quote(a)).collect();
-    let remote = format!("sudo -n docker exec -w /shared hvd {}", quoted.join(" "));
     ctx.progress.line(format!("$ {}", argv.join(" ")));
-    let status = master
+    let out = master
         .ssh
-        .session()
-        .raw_command(remote)
-        .stdin(openssh::Stdio::null())
-        .stdout(openssh::Stdio::inherit())
-        .stderr(openssh::Stdio::inherit())
-        .status()
+        .sudo(&jobs::submit_script(&argv, command, slots, elastic))
         .await
-        .map_err(|e| Error::Runtime(format!("running horovodrun on the master: {e}")))?;
-    Ok(status.code().map_or(1, |c| c.clamp(0, 255) as u8))
+        .map_err(BootstrapError::from)?;
+    let id = jobs::submitted_id(&out).ok_or_else(|| {
+        Error::Runtime(format!(
+            "the master did not say the new job's number: {}",
+            input::shown_message(out.trim(), 200)
+        ))
+    })?;
+    let waiting: Vec<&jobs::Job> = ahead
+        .iter()
+        .filter(|j| matches!(j.state, State::Queued | State::Running))
+        .collect();
+    ctx.progress.line(match job_ahead_line(&waiting) {
+        Some(behind) => format!("job {id}: queued behind {behind}"),
+        None => format!("job {id}: started"),
+    });
+    let shown = input::shown(&file.to_string_lossy());
+    if detach {
+        println!("{id}");
+        ctx.progress.line(format!(
+            "job {id} goes on without this command: `hvd-cluster logs {shown} {id} --follow` follows it, `hvd-cluster cancel {shown} {id}` ends it"
+        ));
+        return Ok(0);
+    }
+    follow(ctx, master, &shown, id, &mut interrupt).await
 }

@@ -3,9 +3,9 @@
 # workers first, the master last) once it has been idle for the configured time, with the
 # user's machine offline. Python's standard library only: a stock cloud image has python3.
 #
-# Idle means, at every look: no horovodrun / mpirun / orterun / prterun process on the master
-# (jobs started by `hvd-cluster run`, `bench`, `check` or a Jupyter terminal all go through
-# one), no Jupyter kernel busy and no Jupyter activity (its /api/status `last_activity`), and
+# Idle means, at every look: no job of `hvd-cluster run` queued or running (its runner,
+# templates/node/job_runner.sh, lives as long as either), no horovodrun / mpirun / orterun /
+# prterun process on the master (`bench`, `check` or a Jupyter terminal go through one), no Jupyter kernel busy and no Jupyter activity (its /api/status `last_activity`), and
 # no GPU of the master above the utilisation threshold (nvidia-smi, where there is one).
 # The first minutes after the master boots count as busy too (`boot_grace_seconds`, 600 by
 # default): after `hvd-cluster start` unshelves the cluster, the agent comes back with the
@@ -66,7 +66,7 @@ class Agent:
     # ---------------------------------------------------------------- what keeps it busy
     def jobs(self):
         """Job processes on this host (the hvd container's processes are visible here)."""
-        found = []
+        found, runners = [], []
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
                 continue
@@ -75,12 +75,17 @@ class Agent:
                     argv = f.read().split(b"\0")
             except OSError:
                 continue
-            for arg in argv[:3]:
-                name = os.path.basename(arg.decode("utf-8", "replace"))
+            words = [a.decode("utf-8", "replace") for a in argv[:4]]
+            # a job of `hvd-cluster run`, queued or running: its runner waits or runs it
+            if len(words) == 4 and os.path.basename(words[1]) == "job_runner.sh" and words[2] == "run":
+                runners.append("job %s queued or running (pid %s)" % (words[3][:12], pid))
+                continue
+            for arg in words[:3]:
+                name = os.path.basename(arg)
                 if name in JOB_PROGRAMS:
                     found.append("%s (pid %s)" % (name, pid))
                     break
-        return found
+        return found + runners
 
     def jupyter(self):
         """(busy kernels, last activity as epoch seconds) or None when Jupyter does not answer."""

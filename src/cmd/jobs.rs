@@ -1,0 +1,347 @@
+//! `jobs`, `logs` and `cancel`: the jobs `run` submitted, as the master's runner records them
+//! ([`crate::jobs`]). `jobs` and `logs` talk to the master alone; `cancel` ends a running job's
+//! processes on every node (each rank carries the job's number in its environment).
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures::future::join_all;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+
+use crate::bootstrap::{BootstrapError, NodeSession};
+use crate::cluster::{self, Existing};
+use crate::context::Context;
+use crate::error::Error;
+use crate::input;
+use crate::jobs::{self, Job, JobId, State};
+use crate::plan::Role;
+use crate::ssh::shell_quote;
+use crate::templates;
+
+/// Writes the runner to the master (this binary's version), root only.
+pub(super) async fn write_runner(master: &NodeSession) -> Result<(), Error> {
+    master
+        .ssh
+        .write_file(jobs::RUNNER, templates::JOB_RUNNER.as_bytes(), 0o700)
+        .await
+        .map_err(BootstrapError::from)?;
+    Ok(())
+}
+
+/// Every job on record, in number order (none before the first `run`).
+pub(super) async fn read_jobs(master: &NodeSession) -> Result<Vec<Job>, Error> {
+    let out = master
+        .ssh
+        .sudo(&format!(
+            "[ ! -e {} ] || {}",
+            shell_quote(jobs::RUNNER),
+            jobs::runner_call("list")
+        ))
+        .await
+        .map_err(BootstrapError::from)?;
+    jobs::parse_list(&out).map_err(Error::Runtime)
+}
+
+/// One job, `None` when there is no such job.
+async fn read_job(master: &NodeSession, id: JobId) -> Result<Option<Job>, Error> {
+    let out = master
+        .ssh
+        .sudo(&format!(
+            "[ ! -e {} ] || {}",
+            shell_quote(jobs::RUNNER),
+            jobs::runner_call(&format!("list {id}"))
+        ))
+        .await
+        .map_err(BootstrapError::from)?;
+    let found = jobs::parse_list(&out).map_err(Error::Runtime)?;
+    Ok(found.into_iter().find(|j| j.id == id))
+}
+
+/// "job 3" or "jobs 3 and 4 (running, queued)": the jobs a new one waits for.
+pub(super) fn job_ahead_line(waiting: &[&Job]) -> Option<String> {
+    let (last, rest) = waiting.split_last()?;
+    let states: Vec<&str> = waiting.iter().map(|j| j.state.as_str()).collect();
+    Some(if rest.is_empty() {
+        format!("job {} ({})", last.id, states.join(", "))
+    } else {
+        let ids: Vec<String> = rest.iter().map(|j| j.id.to_string()).collect();
+        format!(
+            "jobs {} and {} ({})",
+            ids.join(", "),
+            last.id,
+            states.join(", ")
+        )
+    })
+}
+
+fn no_such_job(name: &str, id: JobId) -> Error {
+    Error::Usage(format!(
+        "cluster `{name}` has no job {id} (`hvd-cluster jobs` lists them)"
+    ))
+}
+
+/// The master of an existing cluster, with a session to it alone.
+async fn master_only(ctx: &Context, existing: &Existing) -> Result<NodeSession, Error> {
+    let master: Vec<_> = existing
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::Master)
+        .cloned()
+        .collect();
+    if master.is_empty() {
+        return Err(Error::Runtime(format!(
+            "cluster `{}` has no master",
+            existing.profile.name
+        )));
+    }
+    let mut sessions = existing
+        .reach()
+        .connect(ctx, &master, Duration::from_secs(120), None)
+        .await?;
+    Ok(sessions.remove(0))
+}
+
+fn interrupt_signal() -> Result<Signal, Error> {
+    signal(SignalKind::interrupt())
+        .map_err(|e| Error::Runtime(format!("cannot listen for Ctrl-C: {e}")))
+}
+
+/// Follows a job's output from its first line until it ends (the runner's `follow` on the
+/// master, straight to this process's stdout), then says how it ended: the job's exit code.
+/// Ctrl-C stops following, never the job.
+pub(super) async fn follow(
+    ctx: &Context,
+    master: &NodeSession,
+    shown: &str,
+    id: JobId,
+    interrupt: &mut Signal,
+) -> Result<u8, Error> {
+    let goes_on = format!(
+        "`hvd-cluster logs {shown} {id} --follow` follows it again, `hvd-cluster cancel {shown} {id}` ends it"
+    );
+    let child = master
+        .ssh
+        .session()
+        .raw_command(format!(
+            "sudo -n {}",
+            jobs::runner_call(&format!("follow {id}"))
+        ))
+        .stdin(openssh::Stdio::null())
+        .stdout(openssh::Stdio::inherit())
+        .stderr(openssh::Stdio::inherit())
+        .spawn()
+        .await
+        .map_err(|e| Error::Runtime(format!("following job {id}: {e}")))?;
+    let waited = tokio::select! {
+        status = child.wait() => status,
+        _ = interrupt.recv() => {
+            return Err(Error::Stopped(format!(
+                "stopped following job {id}; it goes on on the cluster: {goes_on}"
+            )));
+        }
+    };
+    let job = read_job(master, id).await;
+    match (waited, job) {
+        (_, Ok(Some(job))) if job.state.ended() => {
+            if job.state != State::Succeeded {
+                ctx.progress.line(format!("job {id} {}", job.how()));
+            }
+            Ok(job.exit_code())
+        }
+        (_, Ok(Some(_))) | (Err(_), _) => Err(Error::Runtime(format!(
+            "lost job {id}'s output (the connection to the master); it goes on on the cluster: {goes_on}"
+        ))),
+        (Ok(_), Ok(None)) => Err(Error::Runtime(format!("job {id} is gone from the master"))),
+        (Ok(_), Err(e)) => Err(e),
+    }
+}
+
+/// `jobs`: every job on record, a table or `--json`.
+pub async fn list(ctx: &Context, file: &Path, json: bool) -> Result<u8, Error> {
+    let existing = cluster::existing(ctx, file).await?;
+    let master = master_only(ctx, &existing).await?;
+    let jobs = read_jobs(&master).await?;
+    if json {
+        let text = serde_json::to_string_pretty(&jobs)
+            .map_err(|e| Error::Runtime(format!("jobs as JSON: {e}")))?;
+        println!("{text}");
+        return Ok(0);
+    }
+    if jobs.is_empty() {
+        ctx.progress.line(format!(
+            "cluster `{}` has no jobs yet: `hvd-cluster run` submits one",
+            existing.profile.name
+        ));
+        return Ok(0);
+    }
+    let now = master
+        .ssh
+        .run("date +%s")
+        .await
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    print!("{}", jobs::table(&jobs, now));
+    Ok(0)
+}
+
+/// `logs`: a job's whole output (the latest job's without an id); `--follow` until it ends.
+pub async fn logs(
+    ctx: &Context,
+    file: &Path,
+    id: Option<&str>,
+    follow_it: bool,
+) -> Result<u8, Error> {
+    let id = id.map(JobId::parse).transpose().map_err(Error::Usage)?;
+    let mut interrupt = interrupt_signal()?;
+    let existing = cluster::existing(ctx, file).await?;
+    let name = existing.profile.name.to_string();
+    let master = master_only(ctx, &existing).await?;
+    let job = match id {
+        Some(id) => read_job(&master, id)
+            .await?
+            .ok_or_else(|| no_such_job(&name, id))?,
+        None => read_jobs(&master).await?.pop().ok_or_else(|| {
+            Error::Runtime(format!(
+                "cluster `{name}` has no jobs yet: `hvd-cluster run` submits one"
+            ))
+        })?,
+    };
+    if follow_it {
+        let shown = input::shown(&file.to_string_lossy());
+        return follow(ctx, &master, &shown, job.id, &mut interrupt).await;
+    }
+    let status = master
+        .ssh
+        .session()
+        .raw_command(format!(
+            "sudo -n cat {}",
+            shell_quote(&format!("{}/{}/log", jobs::JOBS_DIR, job.id))
+        ))
+        .stdin(openssh::Stdio::null())
+        .stdout(openssh::Stdio::inherit())
+        .stderr(openssh::Stdio::inherit())
+        .status()
+        .await
+        .map_err(|e| Error::Runtime(format!("reading job {}'s output: {e}", job.id)))?;
+    if !status.success() {
+        return Err(Error::Runtime(format!(
+            "could not read job {}'s output on the master",
+            job.id
+        )));
+    }
+    ctx.progress.line(format!("job {}: {}", job.id, job.how()));
+    Ok(0)
+}
+
+/// `cancel`: a queued job leaves the queue; a running one is ended on every node (TERM, then
+/// KILL after 5 s), and `cancel` returns once no process of it is left anywhere.
+pub async fn cancel(ctx: &Context, file: &Path, id: Option<&str>, all: bool) -> Result<u8, Error> {
+    let id = id.map(JobId::parse).transpose().map_err(Error::Usage)?;
+    let existing = cluster::existing(ctx, file).await?;
+    let name = existing.profile.name.to_string();
+    let sessions = existing
+        .reach()
+        .connect(ctx, &existing.nodes, Duration::from_secs(120), None)
+        .await?;
+    let master = &sessions[0];
+    write_runner(master).await?;
+    let jobs = read_jobs(master).await?;
+    let targets: Vec<&Job> = match id {
+        Some(id) => vec![jobs
+            .iter()
+            .find(|j| j.id == id)
+            .ok_or_else(|| no_such_job(&name, id))?],
+        // the queued ones first, so that none starts once the running one ends
+        None if all => {
+            let mut live: Vec<&Job> = jobs.iter().filter(|j| !j.state.ended()).collect();
+            live.sort_by_key(|j| (j.state == State::Running, j.id));
+            live
+        }
+        None => return Err(Error::Usage("give a job number, or --all".into())),
+    };
+    if targets.is_empty() {
+        ctx.progress
+            .line(format!("cluster `{name}` has no queued or running job"));
+        return Ok(0);
+    }
+    for job in targets {
+        cancel_one(ctx, &sessions, job.id).await?;
+    }
+    Ok(0)
+}
+
+async fn cancel_one(ctx: &Context, sessions: &[NodeSession], id: JobId) -> Result<(), Error> {
+    let master = &sessions[0];
+    let before = master
+        .ssh
+        .sudo(&jobs::runner_call(&format!("cancel {id}")))
+        .await
+        .map_err(BootstrapError::from)?;
+    match before.trim() {
+        "queued" => {
+            ctx.progress.line(format!("job {id}: left the queue"));
+            return Ok(());
+        }
+        "running" => {}
+        "none" => return Err(Error::Runtime(format!("job {id} is gone from the master"))),
+        ended => {
+            let job = read_job(master, id).await?;
+            let how = job.map_or_else(|| input::shown(ended), |j| j.how());
+            ctx.progress
+                .line(format!("job {id} had already ended: {how}"));
+            return Ok(());
+        }
+    }
+    // Every rank, on every node, by the job's number in its environment.
+    let script = format!("set -- kill {id}\n{}", templates::JOB_RUNNER);
+    let said = join_all(sessions.iter().map(|s| {
+        let script = &script;
+        async move {
+            let out = tokio::time::timeout(Duration::from_secs(60), s.ssh.sudo(script)).await;
+            (s, out)
+        }
+    }))
+    .await;
+    let (mut ended, mut left_on) = (0u32, Vec::new());
+    for (s, out) in said {
+        let name = &s.node.name;
+        match out {
+            Ok(Ok(out)) => match jobs::parse_killed(&out) {
+                Some((killed, 0)) => ended += killed,
+                Some((killed, left)) => {
+                    ended += killed;
+                    left_on.push(format!("{name}: {left} process(es) left"));
+                }
+                None => left_on.push(format!("{name}: {}", input::shown_message(out.trim(), 120))),
+            },
+            Ok(Err(e)) => left_on.push(format!("{name}: {e}")),
+            Err(_) => left_on.push(format!("{name}: no answer in 60s")),
+        }
+    }
+    if !left_on.is_empty() {
+        return Err(Error::Runtime(format!(
+            "job {id} could not be ended everywhere:\n  {}",
+            left_on.join("\n  ")
+        )));
+    }
+    // The runner records the end once horovodrun's `docker exec` returns.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let job = read_job(master, id).await?;
+        if job.as_ref().is_none_or(|j| j.state.ended()) {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(Error::Runtime(format!(
+                "job {id}: its processes are gone, yet the master's runner did not record its end in 30s"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    ctx.progress.line(format!(
+        "job {id} cancelled: {ended} process(es) ended on {} node(s), none left",
+        sessions.len()
+    ));
+    Ok(())
+}

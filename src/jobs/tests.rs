@@ -1,0 +1,264 @@
+use super::*;
+
+fn line(fields: [&str; 10]) -> String {
+    fields.join("\t")
+}
+
+#[test]
+fn a_job_number_is_checked_by_its_grammar() {
+    assert_eq!(JobId::parse("1").map(JobId::get), Ok(1));
+    assert_eq!(JobId::parse("999999999").map(JobId::get), Ok(999_999_999));
+    for bad in [
+        "",
+        "0",
+        "01",
+        "-1",
+        "+1",
+        "1a",
+        "1 ",
+        " 1",
+        "1\n",
+        "1;rm -rf /",
+        "$(id)",
+        "1000000000",
+        "١",
+        "1e3",
+        "../1",
+    ] {
+        let err = JobId::parse(bad).expect_err(bad);
+        assert!(err.contains("is not a job number"), "{err}");
+        assert!(!err.contains('\n'), "one line: {err:?}");
+    }
+}
+
+#[test]
+fn the_runners_lines_are_read_by_their_grammar() {
+    let done = line([
+        "3",
+        "failed",
+        "2",
+        "1700000000",
+        "1700000005",
+        "1700000065",
+        "3",
+        "0",
+        "0",
+        r#"["python","train.py","--lr","0.1"]"#,
+    ]);
+    let job = parse_line(&done).expect("a job");
+    assert_eq!(job.id.get(), 3);
+    assert_eq!(job.state, State::Failed);
+    assert_eq!(job.exit, Some(2));
+    assert_eq!(job.exit_code(), 2);
+    assert_eq!(job.how(), "failed with exit status 2");
+    assert_eq!(
+        (job.started, job.ended),
+        (Some(1_700_000_005), Some(1_700_000_065))
+    );
+    assert_eq!(job.command, ["python", "train.py", "--lr", "0.1"]);
+
+    // queued or running with its runner alive: as recorded; with the runner gone: interrupted
+    let running = line(["4", "running", "", "1", "2", "", "3", "1", "1", "[]"]);
+    let job = parse_line(&running).expect("a job");
+    assert_eq!(
+        (job.state, job.elastic, job.exit_code()),
+        (State::Running, true, 1)
+    );
+    let gone = line(["4", "running", "", "1", "2", "", "3", "1", "0", "[]"]);
+    assert_eq!(parse_line(&gone).map(|j| j.state), Some(State::Interrupted));
+    let gone = line(["5", "queued", "", "1", "", "", "3", "0", "0", "[]"]);
+    assert_eq!(parse_line(&gone).map(|j| j.state), Some(State::Interrupted));
+    // an ended job stays as it ended, its runner long gone
+    let ok = line(["6", "succeeded", "0", "1", "2", "3", "3", "0", "0", "[]"]);
+    assert_eq!(parse_line(&ok).map(|j| j.exit_code()), Some(0));
+
+    for bad in [
+        line(["x", "failed", "2", "1", "2", "3", "3", "0", "0", "[]"]),
+        line(["3", "exploded", "2", "1", "2", "3", "3", "0", "0", "[]"]),
+        line(["3", "failed", "-2", "1", "2", "3", "3", "0", "0", "[]"]),
+        line(["3", "failed", "2", "soon", "2", "3", "3", "0", "0", "[]"]),
+        line(["3", "failed", "2", "1", "2", "3", "3", "0", "2", "[]"]),
+        line([
+            "3",
+            "failed",
+            "2",
+            "1",
+            "2",
+            "3",
+            "99999999999",
+            "0",
+            "0",
+            "[]",
+        ]),
+        line(["3", "failed", "2", "1", "2", "3", "3", "0", "0", "[1, 2"]),
+        "3\tfailed\t2".to_string(),
+        String::new(),
+    ] {
+        assert_eq!(parse_line(&bad), None, "{bad:?}");
+    }
+    let err = parse_list(&format!("{ok}\nrm -rf /\x1b[2J\n")).expect_err("a bad line");
+    assert!(
+        err.contains("not a job's") && !err.contains('\x1b'),
+        "{err:?}"
+    );
+    let both = parse_list(&format!("{done}\n{ok}\n\n")).expect("two jobs");
+    assert_eq!(
+        both.iter().map(|j| j.id.get()).collect::<Vec<_>>(),
+        [3, 6],
+        "in number order"
+    );
+}
+
+#[test]
+fn a_submission_carries_every_word_exactly_and_no_word_reaches_a_shell() {
+    let hostile: Vec<String> = [
+        "python",
+        "-c",
+        "import sys; print(sys.argv)",
+        "it's",
+        "$HOME",
+        "`id`",
+        ";",
+        "a\nb",
+        "",
+        "--lr=0.1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let argv: Vec<String> = ["horovodrun", "-np", "3"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(hostile.iter().cloned())
+        .collect();
+    let script = submit_script(&argv, &hostile, 3, false);
+    for word in [
+        "import sys; print(sys.argv)",
+        "it's",
+        "$HOME",
+        "`id`",
+        "a\nb",
+    ] {
+        assert!(!script.contains(word), "{word:?} reached the script raw");
+    }
+    // the two base64 payloads decode to the words
+    let payloads: Vec<Vec<u8>> = script
+        .lines()
+        .filter_map(|l| l.strip_prefix("printf '%s' '"))
+        .filter_map(|l| l.split('\'').next())
+        .map(|b| {
+            base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .expect("base64")
+        })
+        .collect();
+    assert_eq!(payloads.len(), 2, "{script}");
+    let words: Vec<String> = payloads[0]
+        .split(|b| *b == 0)
+        .map(|w| String::from_utf8(w.to_vec()).expect("utf-8"))
+        .collect();
+    assert_eq!(
+        words[..words.len() - 1],
+        argv[..],
+        "NUL-separated, ending in one"
+    );
+    let command: Vec<String> = serde_json::from_slice(&payloads[1]).expect("json");
+    assert_eq!(command, hostile);
+    assert!(script.contains("setsid -f bash"), "{script}");
+    // and bash reads it, and the runner
+    for text in [script.as_str(), crate::templates::JOB_RUNNER] {
+        let mut check = std::process::Command::new("bash")
+            .arg("-n")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("bash");
+        use std::io::Write as _;
+        check
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes())
+            .expect("write");
+        assert!(check.wait().expect("bash -n").success());
+    }
+    assert_eq!(submitted_id("noise\nid=12\n").map(JobId::get), Some(12));
+    for bad in ["", "id=", "id=0", "id=12; rm", "id=-3"] {
+        assert_eq!(submitted_id(bad), None, "{bad:?}");
+    }
+}
+
+#[test]
+fn a_kill_report_and_a_table_are_read_and_shown() {
+    assert_eq!(parse_killed("killed=4 left=0\n"), Some((4, 0)));
+    assert_eq!(parse_killed("x\nkilled=0 left=1"), Some((0, 1)));
+    for bad in ["", "killed=a left=0", "killed=1", "left=0 killed=1"] {
+        assert_eq!(parse_killed(bad), None, "{bad:?}");
+    }
+    assert_eq!(duration(5), "5s");
+    assert_eq!(duration(65), "1m 05s");
+    assert_eq!(duration(7380), "2h 03m");
+    let jobs = parse_list(
+        &[
+            line([
+                "1",
+                "succeeded",
+                "0",
+                "100",
+                "110",
+                "175",
+                "3",
+                "0",
+                "0",
+                r#"["python","a.py"]"#,
+            ]),
+            line([
+                "2",
+                "running",
+                "",
+                "100",
+                "180",
+                "",
+                "3",
+                "1",
+                "1",
+                r#"["python","b c.py","\u001b[31m"]"#,
+            ]),
+            line([
+                "3",
+                "queued",
+                "",
+                "100",
+                "",
+                "",
+                "3",
+                "0",
+                "1",
+                r#"["sleep","1"]"#,
+            ]),
+        ]
+        .join("\n"),
+    )
+    .expect("jobs");
+    let shown = table(&jobs, 200);
+    let rows: Vec<&str> = shown.lines().collect();
+    assert_eq!(rows.len(), 4, "{shown}");
+    assert!(rows[0].starts_with(" JOB  STATE"), "{shown}");
+    assert!(
+        rows[1].contains("succeeded")
+            && rows[1].contains("1m 05s")
+            && rows[1].ends_with("python a.py"),
+        "{shown}"
+    );
+    assert!(
+        rows[2].contains("running") && rows[2].contains("3e") && rows[2].contains("20s"),
+        "{shown}"
+    );
+    assert!(
+        rows[2].contains("'b c.py'") && !shown.contains('\x1b'),
+        "{shown:?}"
+    );
+    assert!(
+        rows[3].contains("queued") && rows[3].contains(" -  "),
+        "{shown}"
+    );
+}
