@@ -141,6 +141,16 @@ pub fn ssh_host_names(hosts: &[HostSlots]) -> String {
     out
 }
 
+/// For tests: what `bash -n` says of `text` when bash cannot read it, `None` when it can.
+#[cfg(test)]
+pub(crate) fn bash_syntax_error(text: &str) -> Option<String> {
+    let out = std::process::Command::new("bash")
+        .args(["-n", "-c", text])
+        .output()
+        .expect("bash");
+    (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,20 +454,9 @@ mod tests {
             }
         }
         for s in scripts {
-            let mut child = std::process::Command::new("bash")
-                .arg("-n")
-                .stdin(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
-            let out = child.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "{}\n{s}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            if let Some(complaint) = super::bash_syntax_error(&s) {
+                panic!("{complaint}\n{s}");
+            }
         }
     }
 }

@@ -315,8 +315,13 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first
     // submitted it is gone at once, the job runs on the master without it.
     let submitted = c.hvd(&["run", &c.profile, "--detach", "--", "sleep", "80"]);
     assert!(submitted.status.success(), "{submitted:?}");
-    let id = String::from_utf8_lossy(&submitted.stdout).trim().to_string();
-    assert!(id.parse::<u32>().is_ok(), "run --detach prints the job's number: {id}");
+    let id = String::from_utf8_lossy(&submitted.stdout)
+        .trim()
+        .to_string();
+    assert!(
+        id.parse::<u32>().is_ok(),
+        "run --detach prints the job's number: {id}"
+    );
     std::thread::sleep(Duration::from_secs(70));
     let log = agent_log().expect("the agent's log");
     assert!(

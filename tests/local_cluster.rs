@@ -264,6 +264,13 @@ fn stop_and_start(c: &TestCluster) {
         &format!("echo '{mark}' | sudo tee /shared/before-stop.txt"),
     ]);
     assert!(wrote.status.success(), "{wrote:?}");
+    // A job still running when the cluster stops: shown interrupted after `start`.
+    let running = c.hvd(&["run", profile, "--detach", "--", "sleep", "600"]);
+    assert!(running.status.success(), "{running:?}");
+    let running: u64 = String::from_utf8_lossy(&running.stdout)
+        .trim()
+        .parse()
+        .expect("the job's number");
 
     let stop = c.hvd(&["stop", profile]);
     let out = String::from_utf8_lossy(&stop.stdout);
@@ -344,14 +351,18 @@ fn stop_and_start(c: &TestCluster) {
     let status = c.hvd(&["status", profile, "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
     assert_eq!(status["state"], "running", "{status}");
-    // The jobs' record and output are on the master's disk: kept.
+    // The jobs' record and output are on the master's disk: kept; the job the stop ended is
+    // interrupted, never left running, and the next job does not wait for it.
     let kept = common::jobs::jobs_json(c);
-    assert!(kept.len() >= 7, "{kept:?}");
+    assert!(kept.len() >= 8, "{kept:?}");
     let logs = c.hvd(&["logs", profile, "1"]);
     assert!(
         String::from_utf8_lossy(&logs.stdout).contains("TRAIN_DONE"),
         "{logs:?}"
     );
+    assert_eq!(common::jobs::job(c, running)["state"], "interrupted");
+    let next = c.hvd(&["run", profile, "--", "true"]);
+    assert!(next.status.success(), "{next:?}");
 
     // The master's host key changed behind the tool's back (`start` kept the keys: the
     // containers were only stopped): the next command stops at once with the line, and goes on

@@ -197,14 +197,6 @@ fn the_data_disk_step_is_for_nodes_with_an_ephemeral_disk() {
     );
     let check = r.render(check.name, &values).unwrap();
     for text in [&apply, &check] {
-        let out = std::process::Command::new("bash")
-            .args(["-n", "-c", text])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_eq!(crate::render::bash_syntax_error(text), None);
     }
 }
