@@ -241,7 +241,7 @@ fn bench_lines(c: &TestCluster) {
     // A thousand ended jobs on record, as the runner leaves them (numbers 1000 to 1999).
     c.on_node(
         "master",
-        &["sudo bash -c 'cd /var/lib/hvd-cluster/jobs && for n in $(seq 1000 1999); do            mkdir $n && echo succeeded > $n/state && echo 0 > $n/exit && echo 1 > $n/submitted            && echo 2 > $n/started && echo 3 > $n/ended && echo 3 > $n/slots && echo 0 > $n/elastic            && echo [\"true\"] > $n/command.json; done'"],
+        &["sudo bash -c 'cd /var/lib/hvd-cluster/jobs && for n in $(seq 1000 1999); do            mkdir $n && echo succeeded > $n/state && echo 0 > $n/exit && echo 1 > $n/submitted            && echo 2 > $n/started && echo 3 > $n/ended && echo 3 > $n/slots && echo 0 > $n/elastic            && echo [] > $n/command.json; done'"],
     );
     let (many_took, many) = timed(&["jobs", profile, "--json"]);
     let many: Vec<serde_json::Value> = serde_json::from_slice(&many.stdout).expect("jobs --json");
