@@ -30,31 +30,27 @@ pub(super) async fn write_runner(master: &NodeSession) -> Result<(), Error> {
 
 /// Every job on record, in number order (none before the first `run`).
 pub(super) async fn read_jobs(master: &NodeSession) -> Result<Vec<Job>, Error> {
-    let out = master
-        .ssh
-        .sudo(&format!(
-            "[ ! -e {} ] || {}",
-            shell_quote(jobs::RUNNER),
-            jobs::runner_call("list")
-        ))
-        .await
-        .map_err(BootstrapError::from)?;
-    jobs::parse_list(&out).map_err(Error::Runtime)
+    runner_list(master, "list").await
 }
 
 /// One job, `None` when there is no such job.
 async fn read_job(master: &NodeSession, id: JobId) -> Result<Option<Job>, Error> {
+    let found = runner_list(master, &format!("list {id}")).await?;
+    Ok(found.into_iter().find(|j| j.id == id))
+}
+
+/// The runner's `list` (with `args`), read by its grammar; nothing before the first `run`.
+async fn runner_list(master: &NodeSession, args: &str) -> Result<Vec<Job>, Error> {
     let out = master
         .ssh
         .sudo(&format!(
             "[ ! -e {} ] || {}",
             shell_quote(jobs::RUNNER),
-            jobs::runner_call(&format!("list {id}"))
+            jobs::runner_call(args)
         ))
         .await
         .map_err(BootstrapError::from)?;
-    let found = jobs::parse_list(&out).map_err(Error::Runtime)?;
-    Ok(found.into_iter().find(|j| j.id == id))
+    jobs::parse_list(&out).map_err(Error::Runtime)
 }
 
 /// "job 3" or "jobs 3 and 4 (running, queued)": the jobs a new one waits for.
@@ -101,7 +97,8 @@ async fn master_only(ctx: &Context, existing: &Existing) -> Result<NodeSession, 
     Ok(sessions.remove(0))
 }
 
-fn interrupt_signal() -> Result<Signal, Error> {
+/// Ctrl-C as this command's own signal (see `handles_interrupt` in args).
+pub(super) fn interrupt_signal() -> Result<Signal, Error> {
     signal(SignalKind::interrupt())
         .map_err(|e| Error::Runtime(format!("cannot listen for Ctrl-C: {e}")))
 }

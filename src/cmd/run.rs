@@ -6,9 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tokio::signal::unix::{signal, SignalKind};
-
-use super::jobs::{follow, job_ahead_line, read_jobs, write_runner};
+use super::jobs::{follow, interrupt_signal, job_ahead_line, read_jobs, write_runner};
 use super::shown_path;
 use crate::bootstrap::BootstrapError;
 use crate::check;
@@ -30,8 +28,7 @@ pub async fn run(
 ) -> Result<u8, Error> {
     // Ctrl-C is this command's own: before the job is submitted it submits nothing; once it
     // is, it stops following and says how to follow or end the job.
-    let mut interrupt = signal(SignalKind::interrupt())
-        .map_err(|e| Error::Runtime(format!("cannot listen for Ctrl-C: {e}")))?;
+    let mut interrupt = interrupt_signal()?;
     let prepared = async {
         let existing = cluster::existing(ctx, file).await?;
         let p = &existing.profile;
