@@ -247,6 +247,10 @@ pub enum Command {
     Stop {
         #[command(flatten)]
         target: TargetArgs,
+        /// Stop even while a job is queued or running on the master (it is recorded
+        /// interrupted); without it such a stop is refused
+        #[arg(long)]
+        force: bool,
         #[arg(long)]
         json: bool,
     },
@@ -404,7 +408,11 @@ impl Command {
             Command::Status { target, json, live } => {
                 status::status(ctx, target.into(), json, live).await
             }
-            Command::Stop { target, json } => stop::stop(ctx, target.into(), json).await,
+            Command::Stop {
+                target,
+                force,
+                json,
+            } => stop::stop(ctx, target.into(), force, json).await,
             Command::Start { file } => start::start(ctx, &file).await,
             Command::Down { target } => down::down(ctx, target.into()).await,
             Command::Completions { shell } => completions::completions(shell, Args::command()),

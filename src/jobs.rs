@@ -61,8 +61,8 @@ pub enum State {
     /// Ended with a non-zero exit status.
     Failed,
     Cancelled,
-    /// Its runner is gone without recording an end: the master stopped, rebooted or was
-    /// preempted while the job was queued or running.
+    /// Ended by `stop --force`, or its runner is gone without recording an end: the master
+    /// stopped, rebooted or was preempted while the job was queued or running.
     Interrupted,
 }
 
@@ -167,6 +167,7 @@ pub fn parse_line(line: &str) -> Option<Job> {
         "succeeded" => State::Succeeded,
         "failed" => State::Failed,
         "cancelled" => State::Cancelled,
+        "interrupted" => State::Interrupted,
         // submitted, its runner not started yet or never
         "" => State::Queued,
         _ => return None,
@@ -204,8 +205,8 @@ pub fn parse_line(line: &str) -> Option<Job> {
     })
 }
 
-/// Every job of the runner's `list`, in number order; an error names the first line that is
-/// not a job's.
+/// Every job of the runner's `list`, in number order, each once; an error names the first
+/// line that is not a job's.
 pub fn parse_list(out: &str) -> Result<Vec<Job>, String> {
     let mut jobs = Vec::new();
     for line in out.lines().filter(|l| !l.trim().is_empty()) {
@@ -219,14 +220,17 @@ pub fn parse_list(out: &str) -> Result<Vec<Job>, String> {
             }
         }
     }
+    // the runner prints them unordered; a job twice (its end recorded twice) once
     jobs.sort_by_key(|j| j.id);
+    jobs.dedup_by_key(|j| j.id);
     Ok(jobs)
 }
 
 /// The script (run as root on the master, after the runner is written there) that submits a
 /// job: a new number, its words (horovodrun's `argv` NUL-separated, the user's `command` as
 /// JSON, both in base64: no word reaches a shell), its slots; then the runner started in a
-/// session of its own, so that it outlives this SSH connection. Prints `id=N`. Pure.
+/// session of its own, so that it outlives this SSH connection. Prints the runner's `list`
+/// of the jobs before it, then `id=N` (read by [`parse_submitted`]). Pure.
 pub fn submit_script(argv: &[String], command: &[String], slots: u32, elastic: bool) -> String {
     let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
     let mut nul_separated = Vec::new();
@@ -238,6 +242,7 @@ pub fn submit_script(argv: &[String], command: &[String], slots: u32, elastic: b
     format!(
         "set -e\n\
          runner={runner}\n\
+         bash \"$runner\" list || true\n\
          id=$(bash \"$runner\" new)\n\
          d={jobs}/$id\n\
          printf '%s' {argv} | base64 -d > \"$d/argv\"\n\
@@ -257,12 +262,19 @@ pub fn submit_script(argv: &[String], command: &[String], slots: u32, elastic: b
     )
 }
 
-/// The number a submission printed (`id=N`), by its grammar.
-pub fn submitted_id(out: &str) -> Option<JobId> {
-    out.lines()
-        .rev()
-        .find_map(|l| l.trim().strip_prefix("id="))
-        .and_then(|n| JobId::parse(n).ok())
+/// What a submission printed: the jobs before it, and its number (`id=N`, last), each by its
+/// grammar.
+pub fn parse_submitted(out: &str) -> Result<(Vec<Job>, JobId), String> {
+    let (before, last) = out
+        .trim_end()
+        .rsplit_once('\n')
+        .unwrap_or(("", out.trim_end()));
+    let id = last
+        .trim()
+        .strip_prefix("id=")
+        .ok_or("no `id=` line")
+        .and_then(|n| JobId::parse(n).map_err(|_| "no job number"))?;
+    Ok((parse_list(before)?, id))
 }
 
 /// The runner called as root on a node with `args` (ours: a subcommand and a job number).

@@ -264,15 +264,33 @@ fn stop_and_start(c: &TestCluster) {
         &format!("echo '{mark}' | sudo tee /shared/before-stop.txt"),
     ]);
     assert!(wrote.status.success(), "{wrote:?}");
-    // A job still running when the cluster stops: shown interrupted after `start`.
+    // A job still running when the cluster stops: `stop` refuses in one line, stopping
+    // nothing; `stop --force` records it interrupted.
     let running = c.hvd(&["run", profile, "--detach", "--", "sleep", "600"]);
     assert!(running.status.success(), "{running:?}");
     let running: u64 = String::from_utf8_lossy(&running.stdout)
         .trim()
         .parse()
         .expect("the job's number");
+    let refused = c.hvd(&["stop", profile]);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert!(
+        errors.len() == 1
+            && errors[0].contains(&format!(
+                "has job {running} (running): `stop` would interrupt it"
+            ))
+            && errors[0].contains("--force"),
+        "{err}"
+    );
+    assert_eq!(
+        c.status_json()["state"],
+        "running",
+        "a refused stop stops nothing"
+    );
 
-    let stop = c.hvd(&["stop", profile]);
+    let stop = c.hvd(&["stop", profile, "--force"]);
     let out = String::from_utf8_lossy(&stop.stdout);
     assert!(stop.status.success(), "{stop:?}");
     assert!(
@@ -280,6 +298,12 @@ fn stop_and_start(c: &TestCluster) {
         "{out}"
     );
     let err = String::from_utf8_lossy(&stop.stderr);
+    assert!(
+        err.contains(&format!(
+            "--force: job {running} (running), recorded interrupted by this stop"
+        )),
+        "{err}"
+    );
     let worker = err.find(&format!("stopped {name}-worker-1")).expect(&err);
     let master = err.find(&format!("stopped {name}-master")).expect(&err);
     assert!(worker < master, "workers first, the master last: {err}");
@@ -352,9 +376,8 @@ fn stop_and_start(c: &TestCluster) {
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
     assert_eq!(status["state"], "running", "{status}");
     // The jobs' record and output are on the master's disk: kept; the job the stop ended is
-    // never left running (the workers stop first: its runner, on the master, records it
-    // failed, or interrupted when it stopped with the master first), and the next job does
-    // not wait for it.
+    // interrupted (its runner saw the mark `--force` left; or it stopped with the master
+    // before recording anything), and the next job does not wait for it.
     let kept = common::jobs::jobs_json(c);
     assert!(kept.len() >= 8, "{kept:?}");
     let logs = c.hvd(&["logs", profile, "1"]);
@@ -363,10 +386,7 @@ fn stop_and_start(c: &TestCluster) {
         "{logs:?}"
     );
     let ended = common::jobs::job(c, running);
-    assert!(
-        ended["state"] == "failed" || ended["state"] == "interrupted",
-        "{ended}"
-    );
+    assert_eq!(ended["state"], "interrupted", "{ended}");
     let next = c.hvd(&["run", profile, "--", "true"]);
     assert!(next.status.success(), "{next:?}");
 

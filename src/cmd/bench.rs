@@ -12,6 +12,7 @@ use futures::future::join_all;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
+use super::jobs::refuse_beside_jobs;
 use super::output::emit;
 use crate::bench::output::JobOutput;
 use crate::bench::plan::{self, Launch, Step};
@@ -48,8 +49,9 @@ pub async fn bench(ctx: &Context, file: &Path, raw: &Raw<'_>, json: bool) -> Res
     };
     let hosts = planned_hosts(&existing).map_err(Error::Runtime)?;
     let steps = plan::plan(&hosts, settings.slots.as_deref()).map_err(|e| Error::Usage(e.0))?;
+    let shown = input::shown(&file.to_string_lossy());
     let prepared = tokio::select! {
-        p = prepare(ctx, &existing, &settings) => p?,
+        p = prepare(ctx, &existing, &settings, &shown) => p?,
         _ = interrupt.recv() => return Err(stopped_early()),
     };
     let Prepared {
@@ -136,9 +138,16 @@ struct Prepared {
 
 /// Sessions to every node, the framework (asked for, or what the image carries), and the
 /// job written to every node (the containers see `NODE_DIR` read-only).
-async fn prepare(ctx: &Context, existing: &Existing, s: &Settings) -> Result<Prepared, Error> {
+async fn prepare(
+    ctx: &Context,
+    existing: &Existing,
+    s: &Settings,
+    shown: &str,
+) -> Result<Prepared, Error> {
     let opened = existing.open(ctx).await?;
     let master = opened.master();
+    // Its jobs take the slots they measure: never beside a job.
+    refuse_beside_jobs(master, &existing.profile.name, shown, "bench").await?;
     let spinner = ctx.progress.spinner("bench");
     spinner.set_message("which frameworks the image carries");
     let asked = bench::probe_modules(s.framework);

@@ -9,13 +9,15 @@ use futures::future::join_all;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::bootstrap::{BootstrapError, NodeSession};
-use crate::cluster::{self, Existing};
+use crate::cluster::{self, Existing, Reach};
 use crate::context::Context;
 use crate::error::Error;
 use crate::input;
 use crate::jobs::{self, Job, JobId, State};
-use crate::plan::Role;
-use crate::ssh::shell_quote;
+use crate::plan::{Kind, Names, Role};
+use crate::provider::Provider;
+use crate::ssh::{shell_quote, Ssh};
+use crate::state::{self, ClusterDir};
 use crate::templates;
 
 /// Writes the runner to the master (this binary's version), root only.
@@ -77,7 +79,7 @@ fn no_such_job(name: &str, id: JobId) -> Error {
 }
 
 /// The master of an existing cluster, with a session to it alone.
-async fn master_only(ctx: &Context, existing: &Existing) -> Result<NodeSession, Error> {
+pub(super) async fn master_only(ctx: &Context, existing: &Existing) -> Result<NodeSession, Error> {
     let master: Vec<_> = existing
         .nodes
         .iter()
@@ -339,6 +341,123 @@ async fn cancel_one(ctx: &Context, sessions: &[NodeSession], id: JobId) -> Resul
     ctx.progress.line(format!(
         "job {id} cancelled: {ended} process(es) ended on {} node(s), none left",
         sessions.len()
+    ));
+    Ok(())
+}
+
+/// The mark `run` leaves in the cluster's folder: `stop` asks the master for live jobs only
+/// where a job was submitted from this folder, so that stopping a cluster that never ran one
+/// (or whose servers answer no SSH) costs no connection.
+const SUBMITTED_MARK: &str = "jobs-submitted";
+
+/// Leaves the mark (before the submission: a failed one only makes `stop` look).
+pub(super) fn mark_submitted(dir: &ClusterDir) -> Result<(), Error> {
+    state::write_atomic(&dir.path.join(SUBMITTED_MARK), b"", 0o600)?;
+    Ok(())
+}
+
+/// Refuses, in one line, to run `what` (`check`, `bench`) beside a queued or running job: it
+/// would take the same slots.
+pub(super) async fn refuse_beside_jobs(
+    master: &NodeSession,
+    name: &str,
+    shown: &str,
+    what: &str,
+) -> Result<(), Error> {
+    let jobs = read_jobs(master).await?;
+    let live: Vec<&Job> = jobs.iter().filter(|j| !j.state.ended()).collect();
+    let Some(words) = job_ahead_line(&live) else {
+        return Ok(());
+    };
+    Err(Error::Runtime(format!(
+        "cluster `{name}` has {words}: `{what}` would run beside it on the same slots; \
+         `hvd-cluster logs {shown} --follow` waits for the latest, `hvd-cluster cancel {shown} --all` ends them"
+    )))
+}
+
+/// Before `stop`: the master's queued and running jobs. Without `force` a stop under them is
+/// refused in one line; with it they are marked so that their runner records them
+/// interrupted (the stop ends them). Nothing to ask where no job was submitted from this
+/// folder, or the master is stopped or does not answer in 20 s (said in a line).
+pub(super) async fn before_stop(
+    ctx: &Context,
+    dir: &ClusterDir,
+    provider: &dyn Provider,
+    name: &str,
+    shown: &str,
+    force: bool,
+) -> Result<(), Error> {
+    if !dir.path.join(SUBMITTED_MARK).exists() {
+        return Ok(());
+    }
+    let servers = provider.poll(name, Kind::Server).await?;
+    let master_name = Names(name).master();
+    let master_up = servers
+        .iter()
+        .any(|o| o.name == master_name && !o.health.is_stopped());
+    let Some(user) = dir.load().ok().and_then(|saved| saved.ssh_user) else {
+        return Ok(());
+    };
+    if !master_up || !dir.private_key().exists() {
+        return Ok(());
+    }
+    let nodes = provider.nodes(name).await?;
+    let Some(master) = nodes.iter().find(|n| n.role == Role::Master) else {
+        return Ok(());
+    };
+    let reach = Reach {
+        dir,
+        user: &user,
+        nodes: &nodes,
+    };
+    let asked = async {
+        let config = reach.ssh_config().map_err(|e| e.to_string())?;
+        let ssh = Ssh::connect(&config, &master.name)
+            .await
+            .map_err(|e| e.to_string())?;
+        let out = ssh
+            .sudo(&format!(
+                "[ ! -e {} ] || {}",
+                shell_quote(jobs::RUNNER),
+                jobs::runner_call("list")
+            ))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((ssh, jobs::parse_list(&out)?))
+    };
+    let (ssh, jobs) = match tokio::time::timeout(Duration::from_secs(20), asked).await {
+        Ok(Ok(found)) => found,
+        Ok(Err(e)) => {
+            ctx.progress.line(format!(
+                "could not ask the master for running jobs ({}); stopping",
+                input::shown_message(&e, 160)
+            ));
+            return Ok(());
+        }
+        Err(_) => {
+            ctx.progress
+                .line("the master did not say in 20s which jobs run; stopping");
+            return Ok(());
+        }
+    };
+    let mut live: Vec<&Job> = jobs.iter().filter(|j| !j.state.ended()).collect();
+    let Some(words) = job_ahead_line(&live) else {
+        return Ok(());
+    };
+    if !force {
+        return Err(Error::Runtime(format!(
+            "cluster `{name}` has {words}: `stop` would interrupt it; `hvd-cluster logs {shown} --follow` waits for the latest, \
+             `hvd-cluster cancel {shown} --all` ends them, `hvd-cluster stop {shown} --force` stops anyway (recorded interrupted)"
+        )));
+    }
+    // the queued ones first, so that none starts once the running one ends
+    live.sort_by_key(|j| (j.state == State::Running, j.id));
+    for job in &live {
+        let script = format!("set -- interrupt {}\n{}", job.id, templates::JOB_RUNNER);
+        ssh.sudo(&script).await.map_err(BootstrapError::from)?;
+    }
+    ctx.progress.line(format!(
+        "--force: {words}, recorded interrupted by this stop"
     ));
     Ok(())
 }

@@ -71,6 +71,24 @@ fn the_runners_lines_are_read_by_their_grammar() {
     // an ended job stays as it ended, its runner long gone
     let ok = line(["6", "succeeded", "0", "1", "2", "3", "3", "0", "0", "[]"]);
     assert_eq!(parse_line(&ok).map(|j| j.exit_code()), Some(0));
+    // `stop --force` under it: recorded interrupted, exit code 1 whatever horovodrun said
+    let stopped = line([
+        "7",
+        "interrupted",
+        "137",
+        "1",
+        "2",
+        "3",
+        "3",
+        "0",
+        "0",
+        "[]",
+    ]);
+    let job = parse_line(&stopped).expect("a job");
+    assert_eq!(
+        (job.state, job.exit_code(), job.how()),
+        (State::Interrupted, 1, "interrupted".to_string())
+    );
 
     for bad in [
         line(["x", "failed", "2", "1", "2", "3", "3", "0", "0", "[]"]),
@@ -101,11 +119,11 @@ fn the_runners_lines_are_read_by_their_grammar() {
         err.contains("not a job's") && !err.contains('\x1b'),
         "{err:?}"
     );
-    let both = parse_list(&format!("{done}\n{ok}\n\n")).expect("two jobs");
+    let both = parse_list(&format!("{ok}\n{done}\n{ok}\n\n")).expect("two jobs");
     assert_eq!(
         both.iter().map(|j| j.id.get()).collect::<Vec<_>>(),
         [3, 6],
-        "in number order"
+        "in number order, each once"
     );
 }
 
@@ -169,9 +187,31 @@ fn a_submission_carries_every_word_exactly_and_no_word_reaches_a_shell() {
     for text in [script.as_str(), crate::templates::JOB_RUNNER] {
         assert_eq!(crate::render::bash_syntax_error(text), None);
     }
-    assert_eq!(submitted_id("noise\nid=12\n").map(JobId::get), Some(12));
-    for bad in ["", "id=", "id=0", "id=12; rm", "id=-3"] {
-        assert_eq!(submitted_id(bad), None, "{bad:?}");
+    // what it prints: the jobs before it, then its number
+    let before = "4\tsucceeded\t0\t1\t2\t3\t3\t0\t0\t[]\n3\trunning\t\t1\t2\t\t3\t0\t1\t[]";
+    let (ahead, id) = parse_submitted(&format!("{before}\nid=12\n")).expect("submitted");
+    assert_eq!(id.get(), 12);
+    assert_eq!(
+        ahead
+            .iter()
+            .map(|j| (j.id.get(), j.state))
+            .collect::<Vec<_>>(),
+        [(3, State::Running), (4, State::Succeeded)]
+    );
+    assert_eq!(
+        parse_submitted("id=1").map(|(a, id)| (a.len(), id.get())),
+        Ok((0, 1))
+    );
+    for bad in [
+        "",
+        "id=",
+        "id=0",
+        "id=12; rm",
+        "id=-3",
+        "id=12\nnoise",
+        "noise\nid=12",
+    ] {
+        assert!(parse_submitted(bad).is_err(), "{bad:?}");
     }
 }
 

@@ -7,10 +7,13 @@
 #   job_runner.sh list [ID]           one line per job (none for no such job): see `line`
 #   job_runner.sh follow ID           the job's output from its first line until it ends
 #   job_runner.sh cancel ID           marks the job cancelled; prints its state before (none)
+#   job_runner.sh interrupt ID        marks the job interrupted (`stop --force`); prints the same
 #   job_runner.sh kill ID             (on every node) ends every process of the job
 # A job's folder: argv (horovodrun's words, NUL-separated), command.json (the user's words,
 # for display), slots, elastic, submitted, then as it goes state (queued, running, succeeded,
-# failed, cancelled), runner.pid, boot, started, ended, exit, cancelled (a mark), log.
+# failed, cancelled, interrupted), runner.pid, boot, started, ended, exit, cancelled and
+# interrupted (marks), log; once it ended, record: its `list` line, also appended to the
+# jobs' file `ended`, so that a list of a thousand ended jobs reads one file.
 # Every ID reaching here passed hvd-cluster's grammar (digits); checked again.
 set -u
 JOBS=/var/lib/hvd-cluster/jobs
@@ -45,7 +48,7 @@ line() {
   local d=$1 a=0 state exit submitted started ended slots elastic command
   read_into state "$d/state"
   case $state in
-    succeeded | failed | cancelled) ;;
+    succeeded | failed | cancelled | interrupted) ;;
     *) alive "$d" && a=1 ;;
   esac
   read_into exit "$d/exit"
@@ -57,6 +60,16 @@ line() {
   read_into command "$d/command.json"
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${d##*/}" "$state" "$exit" "$submitted" \
     "$started" "$ended" "$slots" "$elastic" "$a" "${command//$'\t'/}"
+}
+
+# The job's end: its state, then its line kept whole (what `list` prints for it from now on),
+# in its folder and at the end of `ended` (one write: a line is never cut).
+finish() {
+  local d=$1 record
+  put "$d/state" "$2"
+  record=$(line "$d")
+  put "$d/record" "$record"
+  printf '%s\n' "$record" >> "$JOBS/ended"
 }
 
 # Whether job $1 may start: no other live job runs, and none queued before it waits.
@@ -85,7 +98,10 @@ run_job() {
   exec 9> "$JOBS/.lock"
   while :; do
     if [ -e "$d/cancelled" ]; then
-      put "$d/ended" "$(now)"; put "$d/state" cancelled; return 0
+      put "$d/ended" "$(now)"; finish "$d" cancelled; return 0
+    fi
+    if [ -e "$d/interrupted" ]; then
+      put "$d/ended" "$(now)"; finish "$d" interrupted; return 0
     fi
     flock 9
     if my_turn "$id"; then
@@ -106,11 +122,13 @@ run_job() {
   put "$d/exit" "$rc"
   put "$d/ended" "$(now)"
   if [ -e "$d/cancelled" ]; then
-    put "$d/state" cancelled
+    finish "$d" cancelled
   elif [ "$rc" = 0 ]; then
-    put "$d/state" succeeded
+    finish "$d" succeeded
+  elif [ -e "$d/interrupted" ]; then
+    finish "$d" interrupted
   else
-    put "$d/state" failed
+    finish "$d" failed
   fi
 }
 
@@ -157,10 +175,27 @@ case $cmd in
     run_job "$id"
     ;;
   list)
+    # An ended job's line is its record; the others' are made now. Unordered: the reader
+    # sorts by number.
     if [ -n "$id" ]; then
-      [ ! -d "$JOBS/$id" ] || line "$JOBS/$id"
+      d=$JOBS/$id
+      if [ -r "$d/record" ]; then cat "$d/record"; elif [ -d "$d" ]; then line "$d"; fi
     else
-      for n in $(ls "$JOBS" 2>/dev/null | grep -E '^[1-9][0-9]*$' | sort -n); do line "$JOBS/$n"; done
+      # `ended` holds the ended jobs' lines; the others are made now (a job that ended before
+      # `ended` was kept prints its record). One file read and one directory read, no stat
+      # per job.
+      declare -A done_ids=()
+      if [ -r "$JOBS/ended" ]; then
+        mapfile -t ids < <(cut -f1 "$JOBS/ended")
+        for n in "${ids[@]}"; do done_ids[$n]=1; done
+        cat "$JOBS/ended"
+      fi
+      shopt -s nullglob
+      for d in "$JOBS"/[1-9]*; do
+        n=${d##*/}
+        valid "$n" && [ -z "${done_ids[$n]:-}" ] || continue
+        if [ -r "$d/record" ]; then cat "$d/record"; elif [ -d "$d" ]; then line "$d"; fi
+      done
     fi
     ;;
   follow)
@@ -172,7 +207,9 @@ case $cmd in
       cat "$d/log" 2>/dev/null
     fi
     ;;
-  cancel)
+  cancel | interrupt)
+    # The mark is read by the job's runner: between turns in the queue, and when the job
+    # ends (`interrupt`: the cluster stops under it).
     d=$JOBS/$id
     [ -d "$d" ] || { echo none; exit 0; }
     state=$(get "$d/state")
@@ -180,7 +217,7 @@ case $cmd in
       queued | running) alive "$d" || state=interrupted ;;
     esac
     case $state in
-      queued | running) : > "$d/cancelled" ;;
+      queued | running) if [ "$cmd" = cancel ]; then : > "$d/cancelled"; else : > "$d/interrupted"; fi ;;
     esac
     echo "$state"
     ;;

@@ -180,6 +180,23 @@ pub fn jobs_on_a_running_cluster(c: &TestCluster, nodes: &[&str], slots: u64) {
             std::thread::sleep(Duration::from_secs(1));
         }
     }
+    // `check` and `bench` would take the same slots: refused in one line, before they run.
+    for (args, what) in [
+        (["check", profile], "`check`"),
+        (["bench", profile], "`bench`"),
+    ] {
+        let out = c.hvd(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+        assert!(
+            errors.len() == 1
+                && errors[0].contains(&format!(
+                    "has job {long} (running): {what} would run beside it"
+                )),
+            "{err}"
+        );
+    }
     let cancel = c.hvd(&["cancel", profile, &long.to_string()]);
     assert!(cancel.status.success(), "{cancel:?}");
     let said = String::from_utf8_lossy(&cancel.stderr);
@@ -238,10 +255,11 @@ fn bench_lines(c: &TestCluster) {
     };
     let (few_took, few) = timed(&["jobs", profile, "--json"]);
     let few: Vec<serde_json::Value> = serde_json::from_slice(&few.stdout).expect("jobs --json");
-    // A thousand ended jobs on record, as the runner leaves them (numbers 1000 to 1999).
+    // A thousand ended jobs on record, as the runner leaves them (numbers 1000 to 1999): their
+    // fields, and the line `list` prints for each, in its folder and in the file `ended`.
     c.on_node(
         "master",
-        &["sudo bash -c 'cd /var/lib/hvd-cluster/jobs && for n in $(seq 1000 1999); do            mkdir $n && echo succeeded > $n/state && echo 0 > $n/exit && echo 1 > $n/submitted            && echo 2 > $n/started && echo 3 > $n/ended && echo 3 > $n/slots && echo 0 > $n/elastic            && echo [] > $n/command.json; done'"],
+        &["sudo bash -c 'cd /var/lib/hvd-cluster/jobs && cp -p ended ended.kept && for n in $(seq 1000 1999); do            mkdir $n && echo succeeded > $n/state && echo 0 > $n/exit && echo 1 > $n/submitted            && echo 2 > $n/started && echo 3 > $n/ended && echo 3 > $n/slots && echo 0 > $n/elastic            && echo [] > $n/command.json            && printf \"%s\\tsucceeded\\t0\\t1\\t2\\t3\\t3\\t0\\t0\\t[]\\n\" $n | tee $n/record >> ended; done'"],
     );
     let (many_took, many) = timed(&["jobs", profile, "--json"]);
     let many: Vec<serde_json::Value> = serde_json::from_slice(&many.stdout).expect("jobs --json");
@@ -257,6 +275,6 @@ fn bench_lines(c: &TestCluster) {
     );
     c.on_node(
         "master",
-        &["sudo bash -c 'cd /var/lib/hvd-cluster/jobs && rm -rf $(seq 1000 1999)'"],
+        &["sudo bash -c 'cd /var/lib/hvd-cluster/jobs && rm -rf $(seq 1000 1999) && mv ended.kept ended'"],
     );
 }
