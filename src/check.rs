@@ -50,19 +50,38 @@ pub struct CheckReport {
     pub controller: String,
 }
 
-/// The `horovodrun` command line for every slot, the master's included. `user_mpi_args`:
-/// the user's own Open MPI arguments, already checked by [`check_mpi_args`].
+/// What horovodrun's command line needs of a node: its slots and the interface that holds
+/// its private address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchNode<'a> {
+    pub slots: u32,
+    pub iface: &'a str,
+}
+
+/// The launch facts of connected nodes.
+pub fn launch_nodes(sessions: &[NodeSession]) -> Vec<LaunchNode<'_>> {
+    sessions
+        .iter()
+        .map(|s| LaunchNode {
+            slots: s.host.slots(),
+            iface: &s.iface,
+        })
+        .collect()
+}
+
+/// The `horovodrun` command line for every slot of `nodes` (master first), the master's
+/// included. `user_mpi_args`: the user's own Open MPI arguments, already checked by
+/// [`check_mpi_args`]. Pure.
 pub fn horovodrun_args(
     p: &Profile,
-    sessions: &[NodeSession],
+    nodes: &[LaunchNode<'_>],
     elastic: Option<(u32, u32)>,
     user_mpi_args: Option<&str>,
 ) -> Vec<String> {
-    let hosts = host_slots(sessions);
-    let slots: u32 = hosts.iter().map(|h| h.slots()).sum();
-    let mut ifaces: Vec<String> = sessions
+    let slots: u32 = nodes.iter().map(|n| n.slots).sum();
+    let mut ifaces: Vec<String> = nodes
         .iter()
-        .map(|s| s.iface.clone())
+        .map(|n| n.iface.to_string())
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -79,7 +98,7 @@ pub fn horovodrun_args(
     ];
     // With the master alone, horovodrun runs every rank locally over 127.0.0.1 and rejects an
     // interface list; an elastic job may gain remote hosts, so it always gets one.
-    let remote = sessions.len() > 1 || elastic.is_some();
+    let remote = nodes.len() > 1 || elastic.is_some();
     if remote {
         args.extend(["--network-interfaces".into(), ifaces.join(",")]);
     }
@@ -298,7 +317,7 @@ pub async fn run(
     }
 
     // 4. A real horovodrun over every slot: all ranks join, each on its own host.
-    let args = horovodrun_args(p, sessions, None, None);
+    let args = horovodrun_args(p, &launch_nodes(sessions), None, None);
     // The exit code travels in the output so that a failure still shows what horovodrun said.
     // Gloo's connect timeout (30 s by default) is shorter than the skew between ranks'
     // start-up on a busy or emulated node (TensorFlow's import alone takes a minute there);

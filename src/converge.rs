@@ -268,6 +268,7 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
         .collect();
     bootstrap::write_discovery(opened.master(), &workers).await?;
     keep_discovery(&c.dir, &workers)?;
+    keep_ifaces(&c.dir, &opened.sessions)?;
     let url = opened.jupyter_url(p, provider).await?;
     let check = check::run(p, &opened.sessions, Some(url.at())).await?;
     // After the check: the agent starts counting idle time on a cluster that works.
@@ -422,6 +423,17 @@ const REBOOT_DEADLINE: Duration = Duration::from_secs(900);
 fn keep_discovery(dir: &ClusterDir, listed: &[HostSlots]) -> Result<(), Error> {
     let mut st = dir.load()?;
     st.discovery = Some(listed.iter().map(|h| h.name().to_string()).collect());
+    dir.save(&st)?;
+    Ok(())
+}
+
+/// Keeps every node's interface in the cluster's state (what `run` launches with).
+fn keep_ifaces(dir: &ClusterDir, sessions: &[bootstrap::NodeSession]) -> Result<(), Error> {
+    let mut st = dir.load()?;
+    st.ifaces = sessions
+        .iter()
+        .map(|s| (s.node.name.clone(), s.iface.clone()))
+        .collect();
     dir.save(&st)?;
     Ok(())
 }

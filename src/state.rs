@@ -94,6 +94,11 @@ pub struct ClusterState {
     /// `status` shows without asking the master).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discovery: Option<Vec<String>>,
+    /// Node name -> the interface holding its private address, as the last bootstrap found
+    /// them: `run` builds horovodrun's arguments from these with a session to the master
+    /// alone (checked again where they are read).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ifaces: BTreeMap<String, String>,
     #[serde(default)]
     pub updated_at: Option<String>,
 }

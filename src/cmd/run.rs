@@ -6,11 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::jobs::{follow, interrupt_signal, job_ahead_line, read_jobs, write_runner};
+use super::jobs::{
+    follow, interrupt_signal, job_ahead_line, mark_submitted, master_only, write_runner,
+};
 use super::shown_path;
 use crate::bootstrap::BootstrapError;
 use crate::check;
-use crate::cluster;
+use crate::cluster::{self, Existing};
 use crate::context::Context;
 use crate::error::Error;
 use crate::input;
@@ -36,8 +38,17 @@ pub async fn run(
             crate::mpi::check_mpi_args(extra, p.container.collective, elastic.is_some())
                 .map_err(|e| Error::Usage(e.to_string()))?;
         }
-        let opened = existing.open(ctx).await?;
-        let master = opened.master();
+        // horovodrun's arguments need every node's interface: the last bootstrap kept them,
+        // so a session to the master alone will do; a cluster bootstrapped before they were
+        // kept is asked (a session to every node).
+        let (master, ifaces) = match kept_ifaces(&existing)? {
+            Some(ifaces) => (master_only(ctx, &existing).await?, ifaces),
+            None => {
+                let mut opened = existing.open(ctx).await?;
+                let ifaces = opened.sessions.iter().map(|s| s.iface.clone()).collect();
+                (opened.sessions.swap_remove(0), ifaces)
+            }
+        };
         for local in send {
             let name = local.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
                 Error::Usage(format!("--send {}: not a file name", shown_path(local)))
@@ -52,30 +63,39 @@ pub async fn run(
             ctx.progress
                 .line(format!("sent {} to /shared/{name}", local.display()));
         }
-        let slots: u32 = opened.sessions.iter().map(|s| s.node.slots.max(1)).sum();
+        let nodes: Vec<check::LaunchNode> = existing
+            .nodes
+            .iter()
+            .zip(&ifaces)
+            .map(|(n, iface)| check::LaunchNode {
+                slots: n.slots.max(1),
+                iface,
+            })
+            .collect();
+        let slots: u32 = nodes.iter().map(|n| n.slots).sum();
         let elastic = elastic.map(|(min, max)| (min.unwrap_or(1), max.unwrap_or(slots)));
-        let mut argv = check::horovodrun_args(p, &opened.sessions, elastic, mpi_args);
+        let mut argv = check::horovodrun_args(p, &nodes, elastic, mpi_args);
         argv.extend(command.iter().cloned());
-        write_runner(master).await?;
-        let ahead = read_jobs(master).await?;
-        Ok::<_, Error>((opened, argv, slots, elastic.is_some(), ahead))
+        write_runner(&master).await?;
+        mark_submitted(&existing.dir)?;
+        Ok::<_, Error>((master, argv, slots, elastic.is_some()))
     };
-    let (opened, argv, slots, elastic, ahead) = tokio::select! {
+    let (master, argv, slots, elastic) = tokio::select! {
         prepared = prepared => prepared?,
         _ = interrupt.recv() => {
             return Err(Error::Stopped("interrupted; no job was submitted".into()));
         }
     };
-    let master = opened.master();
     ctx.progress.line(format!("$ {}", argv.join(" ")));
+    // One call: the jobs on record before this one, then the new job's number.
     let out = master
         .ssh
         .sudo(&jobs::submit_script(&argv, command, slots, elastic))
         .await
         .map_err(BootstrapError::from)?;
-    let id = jobs::submitted_id(&out).ok_or_else(|| {
+    let (ahead, id) = jobs::parse_submitted(&out).map_err(|e| {
         Error::Runtime(format!(
-            "the master did not say the new job's number: {}",
+            "the master did not say the new job's number: {e}: {}",
             input::shown_message(out.trim(), 200)
         ))
     })?;
@@ -95,5 +115,26 @@ pub async fn run(
         ));
         return Ok(0);
     }
-    follow(ctx, master, &shown, id, &mut interrupt).await
+    follow(ctx, &master, &shown, id, &mut interrupt).await
+}
+
+/// Every node's interface as the last bootstrap kept it, in the order of `existing.nodes`;
+/// `None` when one is missing. A kept name that is not an interface's is refused.
+fn kept_ifaces(existing: &Existing) -> Result<Option<Vec<String>>, Error> {
+    let kept = existing.dir.load()?.ifaces;
+    let mut ifaces = Vec::new();
+    for n in &existing.nodes {
+        let Some(iface) = kept.get(&n.name) else {
+            return Ok(None);
+        };
+        input::check_interface_name(iface).map_err(|e| {
+            Error::Runtime(format!(
+                "{}: {}'s interface: {e}",
+                existing.dir.state_file().display(),
+                input::shown(&n.name)
+            ))
+        })?;
+        ifaces.push(iface.clone());
+    }
+    Ok(Some(ifaces))
 }
