@@ -272,17 +272,12 @@ fn stop_and_start(c: &TestCluster) {
         .trim()
         .parse()
         .expect("the job's number");
-    let refused = c.hvd(&["stop", profile]);
-    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
-    let err = String::from_utf8_lossy(&refused.stderr);
-    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    let line = common::one_error_line(&c.hvd(&["stop", profile]), 1);
     assert!(
-        errors.len() == 1
-            && errors[0].contains(&format!(
-                "has job {running} (running): `stop` would interrupt it"
-            ))
-            && errors[0].contains("--force"),
-        "{err}"
+        line.contains(&format!(
+            "has job {running} (running): `stop` would interrupt it"
+        )) && line.contains("--force"),
+        "{line}"
     );
     assert_eq!(
         c.status_json()["state"],

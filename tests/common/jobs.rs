@@ -185,16 +185,12 @@ pub fn jobs_on_a_running_cluster(c: &TestCluster, nodes: &[&str], slots: u64) {
         (["check", profile], "`check`"),
         (["bench", profile], "`bench`"),
     ] {
-        let out = c.hvd(&args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+        let line = super::one_error_line(&c.hvd(&args), 1);
         assert!(
-            errors.len() == 1
-                && errors[0].contains(&format!(
-                    "has job {long} (running): {what} would run beside it"
-                )),
-            "{err}"
+            line.contains(&format!(
+                "has job {long} (running): {what} would run beside it"
+            )),
+            "{line}"
         );
     }
     let cancel = c.hvd(&["cancel", profile, &long.to_string()]);
@@ -225,11 +221,8 @@ pub fn jobs_on_a_running_cluster(c: &TestCluster, nodes: &[&str], slots: u64) {
     // Bad numbers: exit 2, one line.
     for (bad, words) in [("99", "has no job 99"), ("1x", "is not a job number")] {
         for args in [vec!["logs", profile, bad], vec!["cancel", profile, bad]] {
-            let out = c.hvd(&args);
-            assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
-            let err = String::from_utf8_lossy(&out.stderr);
-            let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
-            assert!(errors.len() == 1 && errors[0].contains(words), "{err}");
+            let line = super::one_error_line(&c.hvd(&args), 2);
+            assert!(line.contains(words), "{args:?}: {line}");
         }
     }
     let table = c.hvd(&["jobs", profile]);

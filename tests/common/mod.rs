@@ -273,6 +273,16 @@ impl ElasticJob {
     }
 }
 
+/// A command that failed as it should: exit `code` and exactly one `error:` line on stderr,
+/// returned.
+pub fn one_error_line(out: &Output, code: i32) -> String {
+    assert_eq!(out.status.code(), Some(code), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "one error line: {err}");
+    errors[0].to_string()
+}
+
 /// A plain HTTP/1.0 GET of `url` from this machine (the Jupyter URL): (status line, body).
 pub fn http_get(url: &str) -> (String, String) {
     use std::io::{Read, Write};
