@@ -454,8 +454,11 @@ fn a_labelled_container_with_a_foreign_name_is_ignored() {
         );
         assert!(!c.state.join(name).exists(), "no cluster folder was made");
     });
+    // -v: the node image declares /var/lib/docker a volume, made anonymous for these
     for intruder in &intruders {
-        let _ = Command::new("docker").args(["rm", "-f", intruder]).output();
+        let _ = Command::new("docker")
+            .args(["rm", "-f", "-v", intruder])
+            .output();
     }
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
