@@ -148,6 +148,32 @@ pub struct Reach<'a> {
     pub nodes: &'a [Node],
 }
 
+/// An SSH connection to the master from what the cluster's folder keeps (its login user and
+/// key), with no profile at hand (`status --live`, `stop`): `None` when the folder keeps
+/// neither or no node is the master; the error of a failed connect, as a line.
+pub async fn connect_master_from_folder(
+    dir: &ClusterDir,
+    nodes: &[Node],
+) -> Option<Result<ssh::Ssh, String>> {
+    let user = dir.load().ok()?.ssh_user?;
+    if !dir.private_key().exists() {
+        return None;
+    }
+    let master = nodes.iter().find(|n| n.role == Role::Master)?;
+    let reach = Reach {
+        dir,
+        user: &user,
+        nodes,
+    };
+    let connected = async {
+        let config = reach.ssh_config().map_err(|e| e.to_string())?;
+        ssh::Ssh::connect(&config, &master.name)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    Some(connected.await)
+}
+
 impl Reach<'_> {
     /// Writes the cluster's ssh_config (master by its public address when it has one, workers
     /// through the master) and returns its path.

@@ -9,7 +9,7 @@ use futures::future::join_all;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::bootstrap::{BootstrapError, NodeSession};
-use crate::cluster::{self, Existing, Reach};
+use crate::cluster::{self, Existing};
 use crate::context::Context;
 use crate::error::Error;
 use crate::input;
@@ -32,19 +32,18 @@ pub(super) async fn write_runner(master: &NodeSession) -> Result<(), Error> {
 
 /// Every job on record, in number order (none before the first `run`).
 pub(super) async fn read_jobs(master: &NodeSession) -> Result<Vec<Job>, Error> {
-    runner_list(master, "list").await
+    runner_list(&master.ssh, "list").await
 }
 
 /// One job, `None` when there is no such job.
 async fn read_job(master: &NodeSession, id: JobId) -> Result<Option<Job>, Error> {
-    let found = runner_list(master, &format!("list {id}")).await?;
+    let found = runner_list(&master.ssh, &format!("list {id}")).await?;
     Ok(found.into_iter().find(|j| j.id == id))
 }
 
 /// The runner's `list` (with `args`), read by its grammar; nothing before the first `run`.
-async fn runner_list(master: &NodeSession, args: &str) -> Result<Vec<Job>, Error> {
+async fn runner_list(master: &Ssh, args: &str) -> Result<Vec<Job>, Error> {
     let out = master
-        .ssh
         .sudo(&format!(
             "[ ! -e {} ] || {}",
             shell_quote(jobs::RUNNER),
@@ -392,41 +391,24 @@ pub(super) async fn before_stop(
     }
     let servers = provider.poll(name, Kind::Server).await?;
     let master_name = Names(name).master();
-    let master_up = servers
+    if !servers
         .iter()
-        .any(|o| o.name == master_name && !o.health.is_stopped());
-    let Some(user) = dir.load().ok().and_then(|saved| saved.ssh_user) else {
-        return Ok(());
-    };
-    if !master_up || !dir.private_key().exists() {
+        .any(|o| o.name == master_name && !o.health.is_stopped())
+    {
         return Ok(());
     }
     let nodes = provider.nodes(name).await?;
-    let Some(master) = nodes.iter().find(|n| n.role == Role::Master) else {
-        return Ok(());
-    };
-    let reach = Reach {
-        dir,
-        user: &user,
-        nodes: &nodes,
-    };
     let asked = async {
-        let config = reach.ssh_config().map_err(|e| e.to_string())?;
-        let ssh = Ssh::connect(&config, &master.name)
-            .await
-            .map_err(|e| e.to_string())?;
-        let out = ssh
-            .sudo(&format!(
-                "[ ! -e {} ] || {}",
-                shell_quote(jobs::RUNNER),
-                jobs::runner_call("list")
-            ))
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>((ssh, jobs::parse_list(&out)?))
+        let Some(connected) = cluster::connect_master_from_folder(dir, &nodes).await else {
+            return Ok(None);
+        };
+        let ssh = connected?;
+        let jobs = runner_list(&ssh, "list").await.map_err(|e| e.to_string())?;
+        Ok::<_, String>(Some((ssh, jobs)))
     };
     let (ssh, jobs) = match tokio::time::timeout(Duration::from_secs(20), asked).await {
-        Ok(Ok(found)) => found,
+        Ok(Ok(Some(found))) => found,
+        Ok(Ok(None)) => return Ok(()),
         Ok(Err(e)) => {
             ctx.progress.line(format!(
                 "could not ask the master for running jobs ({}); stopping",

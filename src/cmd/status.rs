@@ -9,12 +9,10 @@ use std::time::Duration;
 use super::output::{emit, print_status, StatusReport};
 use crate::apply::ApplyError;
 use crate::bootstrap;
-use crate::cluster::Target;
-use crate::cluster::{self, Reach};
+use crate::cluster::{self, Target};
 use crate::context::Context;
 use crate::error::Error;
 use crate::plan::{Health, Role};
-use crate::ssh;
 use crate::state::{self, ClusterDir};
 
 pub async fn status(ctx: &Context, target: Target, json: bool, live: bool) -> Result<u8, Error> {
@@ -53,19 +51,10 @@ pub async fn status(ctx: &Context, target: Target, json: bool, live: bool) -> Re
 
 /// The workers the master's discovery file lists; best effort (no SSH, no list).
 async fn read_discovery(dir: &ClusterDir, nodes: &[state::Node]) -> Option<Vec<String>> {
-    let saved = dir.load().ok()?;
-    let (Some(user), true) = (saved.ssh_user, dir.private_key().exists()) else {
-        return None;
-    };
-    let master = nodes.iter().find(|n| n.role == Role::Master)?;
-    let reach = Reach {
-        dir,
-        user: &user,
-        nodes,
-    };
-    let config = reach.ssh_config().ok()?;
     let read = async {
-        let ssh = ssh::Ssh::connect(&config, &master.name).await.ok()?;
+        let ssh = cluster::connect_master_from_folder(dir, nodes)
+            .await?
+            .ok()?;
         ssh.run(&format!(
             "cat {}/discovery/hosts 2>/dev/null || true",
             bootstrap::NODE_DIR
