@@ -327,6 +327,21 @@ pub struct PullAccess {
     pub ca_pem: Option<String>,
 }
 
+impl PullAccess {
+    /// What the master's registry mirror is given on its standard input (then keeps in memory
+    /// only, for the pull): the user, the secret and what kind it is, and the registry's CA.
+    pub fn mirror_access_json(&self) -> String {
+        let c = self.credentials.as_ref();
+        serde_json::json!({
+            "user": c.map(|c| c.user.as_str()),
+            "password": c.map(|c| c.password.as_str()),
+            "identity_token": c.is_some_and(|c| c.identity_token),
+            "ca": self.ca_pem.as_deref(),
+        })
+        .to_string()
+    }
+}
+
 /// The pull's access, read at the start of `up` (bad input fails before anything is made):
 /// the credentials from the environment and the CA file the profile names (relative to the
 /// profile's folder), which must hold a PEM certificate.

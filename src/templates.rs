@@ -1,7 +1,7 @@
 //! Every file under `templates/` that reaches a node, compiled into the binary and named in one
 //! table: the tera templates the renderer loads ([`ALL`]; the bootstrap steps name theirs by
 //! these constants) and the plain files copied as they are ([`IMAGE_SERVE`], [`IMAGE_FETCH`],
-//! [`AUTOSTOP_AGENT`], [`JOB_RUNNER`], [`CHECK_JOB`]). A new template is one constant here and one entry in [`ALL`]. Pure data.
+//! [`IMAGE_MIRROR`], [`AUTOSTOP_AGENT`], [`JOB_RUNNER`], [`CHECK_JOB`]). A new template is one constant here and one entry in [`ALL`]. Pure data.
 
 /// A template shipped in the binary: its name (as the renderer knows it) and its text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +90,7 @@ pub fn source(name: &str) -> Option<&'static str> {
 /// The master's one-shot image server and the workers' fetcher (arguments on the command line).
 pub const IMAGE_SERVE: &str = include_str!("../templates/node/image_serve.py");
 pub const IMAGE_FETCH: &str = include_str!("../templates/node/image_fetch.py");
+pub const IMAGE_MIRROR: &str = include_str!("../templates/node/image_mirror.py");
 
 /// The master's autostop agent (arguments: its config file).
 pub const AUTOSTOP_AGENT: &str = include_str!("../templates/node/autostop_agent.py");
@@ -123,6 +124,7 @@ mod tests {
         named.extend([
             "image_serve.py".to_string(),
             "image_fetch.py".to_string(),
+            "image_mirror.py".to_string(),
             "autostop_agent.py".to_string(),
             "job_runner.sh".to_string(),
         ]);

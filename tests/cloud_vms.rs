@@ -210,6 +210,13 @@ fn qemu_processes() -> Vec<String> {
 }
 
 /// The `check:` line a command that ends in the check (`up`, `start`, `scale`) printed.
+/// `12s` of the "✓ servers ACTIVE after 12s" line of `up` or `scale`, or "?".
+fn active_after(said: &str) -> &str {
+    said.lines()
+        .find_map(|l| l.split("servers ACTIVE after ").nth(1))
+        .map_or("?", str::trim)
+}
+
 fn check_line<'a>(out: &'a str, command: &str) -> &'a str {
     out.lines()
         .find(|l| l.starts_with("check:"))
@@ -819,9 +826,22 @@ fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> (DataPlane, std::pr
             && said.contains("limited to this cluster's servers"),
         "{said}"
     );
-    assert!(
-        said.contains(&format!("master -> {worker} over plain TCP")),
-        "the worker gets the master's copy: {said}"
+    if pulls_a_users_image() {
+        assert!(
+            said.contains(&format!("{worker}: pulled "))
+                && said.contains("through the master's mirror")
+                && said.contains("from the registry (each once)"),
+            "the worker pulls through the master's mirror: {said}"
+        );
+    } else {
+        assert!(
+            said.contains(&format!("master -> {worker} over plain TCP")),
+            "the worker gets the master's copy: {said}"
+        );
+    }
+    eprintln!(
+        "bench: servers ACTIVE {} after `scale` created the volume-backed worker (its 12 GB root volume made from the image in Ceph first)",
+        active_after(&said)
     );
     let check = check_line(&out, "scale");
     assert!(check.contains("3 rank(s) joined"), "{check}");
@@ -1079,6 +1099,10 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
         assert!(up.status.success(), "up fails");
         let out = String::from_utf8_lossy(&up.stdout).into_owned();
         let said = String::from_utf8_lossy(&up.stderr).into_owned();
+        eprintln!(
+            "bench: servers ACTIVE {} after `up` created the image-backed master",
+            active_after(&said)
+        );
         assert!(
             !said.contains("autostop:"),
             "autostop is off until `scale`: {said}"

@@ -9,8 +9,11 @@
 //! - the profile first names an image that cannot serve (Python, no Horovod): `up` stops at the
 //!   container step with one line naming the image and what it lacks, and leaves no container
 //!   behind (no restart loop);
-//! - the profile fixed, `up` goes on: the tool says it installs Jupyter Lab into the image's
-//!   Python, the check passes with every rank, the Jupyter URL answers;
+//! - the profile fixed (the image through the registry's token door: Bearer auth, as Docker
+//!   Hub, GHCR, GitLab and Harbor answer), `up` goes on: the three nodes pull at once from the
+//!   master's mirror, each blob crossing from the registry once (its own log says so); the
+//!   tool says it installs Jupyter Lab into the image's Python, the check passes with every
+//!   rank, the Jupyter URL answers;
 //! - a terminal of that Jupyter runs `horovodrun` across every slot (over its websocket, as a
 //!   browser does);
 //! - examples/pytorch_mnist.py through `run`;
@@ -115,13 +118,38 @@ fn a_users_image_runs_the_cluster() {
         }
 
         // The profile fixed: the same cluster goes on with the user's image.
+        // Through the registry's token door (Bearer, as Docker Hub, GHCR, GitLab and Harbor
+        // answer): the three nodes pull at once from the master's mirror, which asked the
+        // token service and took each blob from the registry once.
+        let through_token = registry.token_image(VENDOR_STAND_IN);
         let edited = std::fs::read_to_string(&profile)
             .expect("the profile")
-            .replace(&bad, &good);
+            .replace(&bad, &through_token);
         std::fs::write(&profile, edited).expect("write the profile");
+        let mark = registry.log_mark("token-registry.log");
+        let tokens_before = registry.log_mark("token-issuer.log");
         let out = up();
         let said = text(&out);
         assert!(out.status.success(), "{said}");
+        for node in ["master", "worker-1", "worker-2"] {
+            assert!(
+                said.contains(&format!(
+                    "{name}-{node}: pulled {through_token} through the master's mirror in"
+                )),
+                "{said}"
+            );
+        }
+        assert!(said.contains("from the registry (each once)"), "{said}");
+        let gets = registry.blob_gets_since("token-registry.log", VENDOR_STAND_IN, mark);
+        registry.assert_each_layer_once_to(
+            VENDOR_STAND_IN,
+            &gets,
+            &common::private_ip(&c, "master"),
+        );
+        assert!(
+            registry.log_mark("token-issuer.log") > tokens_before,
+            "the token service was asked"
+        );
         assert!(
             said.contains(
                 "the image has no Jupyter Lab: installed it from PyPI with the image's own pip"
@@ -175,8 +203,22 @@ fn a_users_image_runs_the_cluster() {
         let t = Instant::now();
         let mut job = ElasticJob::start_example(&c, 4, "pytorch_elastic.py", &[]);
         job.wait_size(2, Duration::from_secs(240));
-        let scale = c.hvd(&["scale", &profile, "--workers", "3"]);
+        // The new worker alone pulls, from the master's mirror (the credentials as for `up`).
+        let scale = c
+            .command(&["scale", &profile, "--workers", "3"])
+            .env("DOCKER_CONFIG", no_docker_config.path())
+            .env("HVD_CLUSTER_REGISTRY_USER", "hvd-test")
+            .env("HVD_CLUSTER_REGISTRY_PASSWORD", &registry.password)
+            .output()
+            .expect("run hvd-cluster scale");
         assert!(scale.status.success(), "{}", text(&scale));
+        let said = text(&scale);
+        assert!(
+            said.contains(&format!(
+                "{name}-worker-3: pulled {through_token} through the master's mirror in"
+            )) && said.contains("to 1 node(s)"),
+            "{said}"
+        );
         job.wait_size(3, Duration::from_secs(240));
         let sizes = job.stop_and_verify(&c);
         assert!(sizes.contains(&2) && sizes.contains(&3), "{sizes:?}");

@@ -246,8 +246,10 @@ fn pull_from_a_private_registry_once_per_cluster() {
         outputs.push(out);
         std::fs::write(&profile, edited.replace(&missing, &image)).expect("write the profile");
 
-        // The user's Docker config, as `docker login` leaves it: one pull, then the fan-out.
+        // The user's Docker config, as `docker login` leaves it: both nodes pull at once from
+        // the master's mirror, which takes each blob from the registry once.
         let before = registry.blob_bytes_sent(STAND_IN);
+        let mark = registry.log_mark("registry.log");
         let docker_config = registry.state.join("docker");
         let mut cmd = c.command(&["up", &profile]);
         cmd.env("DOCKER_CONFIG", &docker_config)
@@ -259,16 +261,23 @@ fn pull_from_a_private_registry_once_per_cluster() {
         let said = text(&out);
         eprintln!("$ hvd-cluster up (DOCKER_CONFIG)\n--- after {secs:.0}s\n{said}");
         assert!(out.status.success(), "{said}");
+        for node in ["master", "worker-1"] {
+            assert!(
+                said.contains(&format!(
+                    "{name}-{node}: pulled {image} through the master's mirror in"
+                )),
+                "{said}"
+            );
+        }
         assert!(
-            said.contains(&format!("{name}-master: pulled {image} in")),
+            said.contains("blob request(s) to 2 node(s) and took ")
+                && said.contains("from the registry (each once)"),
             "{said}"
         );
-        assert!(
-            said.contains(&format!(
-                "image master -> {name}-worker-1 over plain TCP :12346 (zstd)"
-            )),
-            "{said}"
-        );
+        // The registry's own log: every blob sent once, and only to the master.
+        let gets = registry.blob_gets_since("registry.log", STAND_IN, mark);
+        let master_ip = common::private_ip(&c, "master");
+        registry.assert_each_layer_once_to(STAND_IN, &gets, &master_ip);
         assert!(
             said.contains(&format!(
                 "2 rank(s) joined on {name}-master, {name}-worker-1"
@@ -296,7 +305,7 @@ fn pull_from_a_private_registry_once_per_cluster() {
             let out = Command::new("docker")
                 .args(["exec", &node, "sh", "-c"])
                 .arg(format!(
-                    "ls -d /run/hvd-cluster-pull.* 2>/dev/null; grep -rlsF -- {} /etc /run /root /home /var/tmp /tmp; true",
+                    "ls -d /run/hvd-cluster-pull.* /run/hvd-cluster-mirror-access.* /var/tmp/hvd-cluster-mirror 2>/dev/null; pgrep -af 'image_mirro[r].py'; grep -rlsF -- {} /etc /run /root /home /var/tmp /tmp; true",
                     registry.password
                 ))
                 .output()

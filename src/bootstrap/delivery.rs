@@ -10,7 +10,8 @@
 use futures::future::try_join_all;
 
 use super::image::{fan_out_image, lacking, local_has_zstd, local_image_id, ImageFile, IMAGE_PORT};
-use super::room;
+use super::mirror;
+use super::room::{self, PullRoom};
 use super::upload::{upload_early, Uploaded};
 use super::{BootstrapError, Inputs, NodeSession};
 use crate::profile::{ImageSource, PullFrom};
@@ -41,16 +42,43 @@ pub(super) async fn ensure_image(
         return Ok(0);
     }
     let started = std::time::Instant::now();
+    // A pull by tag for workers goes through the master's mirror; by digest, the master's
+    // copy goes down the tree; the master alone pulls for itself.
+    let mut upstream = mirror::upstream_of(image)
+        .filter(|_| missing.iter().any(|s| s.node.name != sessions[0].node.name));
     if p.container.source == ImageSource::Pull {
         // Room first: before a byte is pulled, with the sizes in the registry's manifest, read
         // by a node that pulls (the master, or with every-node pulls the first that lacks it).
         let master = &sessions[0];
         let every_node = p.container.pull == PullFrom::EveryNode;
         let reader = if every_node { missing[0] } else { master };
-        if let Some(compressed) =
-            registry_bytes(reader, image, inputs.pull_access.as_ref(), progress).await
-        {
-            room::check_pull(image, master, &missing, every_node, compressed).await?;
+        let way = match (every_node, &upstream) {
+            (true, _) => PullRoom::EveryNode,
+            (false, Some(_)) => PullRoom::Mirror,
+            (false, None) => PullRoom::MasterArchive,
+        };
+        match registry_bytes(reader, image, inputs.pull_access.as_ref(), progress).await {
+            Some(Ok(compressed)) => {
+                room::check_pull(image, master, &missing, way, compressed).await?
+            }
+            // The registry refuses this command's access (`scale` from a shell without the
+            // credentials), and the master holds the image: the workers get the master's copy
+            // down the tree, as from a master alone.
+            Some(Err(()))
+                if !every_node && !missing.iter().any(|s| s.node.name == master.node.name) =>
+            {
+                upstream = None;
+            }
+            // `docker manifest inspect` says "no such manifest" also for refused credentials:
+            // a pull on that node says which, in the registry's own words (or pulls the image)
+            Some(Err(())) => {
+                let bar = &bars[sessions
+                    .iter()
+                    .position(|s| s.node.name == reader.node.name)
+                    .unwrap_or(0)];
+                pull_on(reader, bar, image, inputs.pull_access.as_ref(), progress).await?;
+            }
+            None => {}
         }
     }
     match p.container.source {
@@ -63,8 +91,24 @@ pub(super) async fn ensure_image(
             )
             .await?;
         }
-        // One copy from the registry per cluster: the master pulls, the workers get the
-        // master's copy down the fan-out tree over the private network.
+        // One copy from the registry per cluster, every node pulling at once from the
+        // master's mirror of it.
+        ImageSource::Pull if upstream.is_some() => {
+            if let Some(upstream) = &upstream {
+                mirror::deliver(
+                    sessions,
+                    &missing,
+                    bars,
+                    image,
+                    upstream,
+                    inputs.pull_access.as_ref(),
+                    progress,
+                )
+                .await?;
+            }
+        }
+        // The master alone, or by digest: the master pulls, the workers get the master's copy
+        // down the fan-out tree over the private network.
         ImageSource::Pull => {
             let master = &sessions[0];
             if missing.iter().any(|s| s.node.name == master.node.name) {
@@ -222,22 +266,22 @@ cat > \"$d/config.json\"
 }
 
 /// The image's compressed size from the registry's manifest, read on `node` with the pull's
-/// CA and credentials; `None` (said in a line: the room goes unchecked) when the registry or
-/// this node's Docker does not tell.
+/// CA and credentials: `Some(Ok(bytes))`; `Some(Err(()))` when the registry refused the image
+/// (credentials, or no such image); `None` (said in a line: the room goes unchecked) when the
+/// registry or this node's Docker does not tell.
 async fn registry_bytes(
     node: &NodeSession,
     image: &str,
     access: Option<&PullAccess>,
     progress: &Progress,
-) -> Option<u64> {
+) -> Option<Result<u64, ()>> {
     let answer = docker_with_access(node, image, access, "manifest inspect --verbose").await;
     let bytes = answer.as_deref().ok().and_then(room::manifest_bytes);
     if bytes.is_none() {
         let why = match answer {
             Ok(_) => "no linux/amd64 manifest with sizes".to_string(),
-            // the registry refused: the pull that follows explains it in its own line
             Err(ssh::SshError::Command { stderr, .. }) if registry::registry_refused(&stderr) => {
-                return None
+                return Some(Err(()))
             }
             Err(ssh::SshError::Command { stderr, .. }) => {
                 crate::input::shown_message(stderr.trim(), 160)
@@ -249,7 +293,7 @@ async fn registry_bytes(
             node.node.name
         ));
     }
-    bytes
+    bytes.map(Ok)
 }
 
 /// `docker pull` on a node (the master, or every node with `container.pull = "every-node"`), with the registry's CA (when the profile names one) in

@@ -9,6 +9,7 @@ pub mod delivery;
 pub mod fanout;
 pub mod image;
 pub mod layers;
+pub mod mirror;
 pub mod reboot;
 pub mod remote_build;
 pub mod room;

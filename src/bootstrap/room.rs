@@ -130,7 +130,7 @@ enum Arrival {
     /// Sent from here, or from the master that built it: its unpacked size is known.
     Sent { unpacked: u64 },
     /// Pulled from a registry: its compressed size is the manifest's.
-    Pulled { compressed: u64 },
+    Pulled { compressed: u64, way: PullRoom },
     /// Built on the master from nothing (`build-remote`): the measured estimate.
     Built,
 }
@@ -139,7 +139,7 @@ impl Arrival {
     fn size(self) -> String {
         match self {
             Arrival::Sent { unpacked } => format!("{} unpacked", gb(unpacked)),
-            Arrival::Pulled { compressed } => format!(
+            Arrival::Pulled { compressed, .. } => format!(
                 "{} of layers in the registry, about {} unpacked",
                 gb(compressed),
                 gb(unpacked_estimate(compressed))
@@ -153,6 +153,19 @@ impl Arrival {
             return ": the base's tree, the build stage and the image";
         }
         let pulled = matches!(self, Arrival::Pulled { .. });
+        if let Arrival::Pulled {
+            way: PullRoom::Mirror,
+            ..
+        } = self
+        {
+            return match (need.docker > 0, need.tmp > 0) {
+                (true, true) => {
+                    ", pulled, and the layers the master's mirror keeps for the workers"
+                }
+                (true, false) => ", pulled",
+                _ => ": the layers the master's mirror keeps for the workers",
+            };
+        }
         match (need.docker > 0, need.tmp > 0, pulled) {
             (true, true, true) => ", pulled, and the archive the master keeps for the workers",
             (true, false, true) if matches!(need.node.node.role, Role::Master) => ", pulled",
@@ -225,14 +238,25 @@ pub async fn check_build(image: &str, master: &NodeSession) -> Result<(), Bootst
     check(image, Arrival::Built, &[need]).await
 }
 
+/// How a pulled image reaches the nodes, for its room check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullRoom {
+    /// Each node pulls from the registry.
+    EveryNode,
+    /// Each node pulls from the master's mirror, which keeps the compressed blobs meanwhile.
+    Mirror,
+    /// The master pulls and keeps an archive for the workers, which load it.
+    MasterArchive,
+}
+
 /// The room check of a pull, before a byte is pulled: the image's layers are `compressed`
-/// bytes (the registry's manifest). With `every_node` each of `lacking` pulls it; otherwise
-/// the master pulls it (when it lacks it) and keeps an archive for the workers, which load it.
+/// bytes (the registry's manifest); each of `lacking` pulls them, or (`MasterArchive`) loads
+/// the master's archive; the master keeps the mirror's blobs or the archive in /var/tmp.
 pub async fn check_pull(
     image: &str,
     master: &NodeSession,
     lacking: &[&NodeSession],
-    every_node: bool,
+    way: PullRoom,
     compressed: u64,
 ) -> Result<(), BootstrapError> {
     let unpacked = unpacked_estimate(compressed);
@@ -241,7 +265,7 @@ pub async fn check_pull(
         .iter()
         .map(|node| Need {
             node,
-            docker: if every_node || is_master(node) {
+            docker: if way != PullRoom::MasterArchive || is_master(node) {
                 pull_needs(compressed)
             } else {
                 load_needs(unpacked)
@@ -250,10 +274,15 @@ pub async fn check_pull(
         })
         .collect();
     let workers = lacking.iter().filter(|n| !is_master(n)).count();
-    if !every_node && workers > 0 {
-        keeps_archive(&mut needs, master, archive_needs(unpacked, true));
+    match way {
+        PullRoom::EveryNode => {}
+        PullRoom::Mirror => keeps_archive(&mut needs, master, compressed),
+        PullRoom::MasterArchive if workers > 0 => {
+            keeps_archive(&mut needs, master, archive_needs(unpacked, true))
+        }
+        PullRoom::MasterArchive => {}
     }
-    check(image, Arrival::Pulled { compressed }, &needs).await
+    check(image, Arrival::Pulled { compressed, way }, &needs).await
 }
 
 /// The master keeps the archive (`archive` bytes in /var/tmp) for the workers: added to its

@@ -288,8 +288,9 @@ pub struct ContainerSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PullFrom {
-    /// The master pulls; the workers get its copy down the fan-out tree over the private
-    /// network: one copy from the registry per cluster.
+    /// Every node pulls at once from a mirror on the master, which takes each blob from the
+    /// registry once: one copy from the registry per cluster (by digest, or a master alone:
+    /// the master pulls, the workers get its copy down the fan-out tree).
     #[default]
     Master,
     /// Every node pulls for itself (a registry or mirror inside the cloud, where N copies

@@ -18,6 +18,18 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// A node's private address (`NAME-node`'s, from `status --json`).
+pub fn private_ip(c: &TestCluster, node: &str) -> String {
+    let status = c.status_json();
+    let name = format!("{}-{node}", c.name);
+    status["nodes"]
+        .as_array()
+        .and_then(|nodes| nodes.iter().find(|n| n["name"] == name.as_str()))
+        .and_then(|n| n["private_ip"].as_str())
+        .unwrap_or_else(|| panic!("{name}'s private address in status --json: {status}"))
+        .to_string()
+}
+
 /// A cluster the test owns: a copy of a shipped profile under a unique name, its own state.
 pub struct TestCluster {
     pub name: String,

@@ -17,6 +17,9 @@ pub const NO_HOROVOD: &str = "hvd-test/no-horovod:1";
 
 pub struct Registry {
     pub address: String,
+    /// The same images behind token auth (Bearer, a token service beside it), as Docker Hub,
+    /// GHCR, GitLab and Harbor answer.
+    pub token_address: String,
     pub state: PathBuf,
     pub password: String,
 }
@@ -64,6 +67,7 @@ impl Registry {
         assert!(password.len() >= 16);
         Registry {
             address: env["HVD_REGISTRY"].clone(),
+            token_address: env["HVD_REGISTRY_TOKEN"].clone(),
             state,
             password,
         }
@@ -72,6 +76,11 @@ impl Registry {
     /// `name` (one of the consts here) as pulled from this registry.
     pub fn image(&self, name: &str) -> String {
         format!("{}/{name}", self.address)
+    }
+
+    /// `name` as pulled through the token door.
+    pub fn token_image(&self, name: &str) -> String {
+        format!("{}/{name}", self.token_address)
     }
 
     /// Bytes of `name`'s image layers (blob GETs of its repository, e.g. `hvd-test/x` of
@@ -92,6 +101,62 @@ impl Registry {
             .sum()
     }
 
+    /// Lines in the registry's log (`token-registry.log`: the token door's) so far: a mark
+    /// for [`Registry::blob_gets_since`].
+    pub fn log_mark(&self, log: &str) -> usize {
+        std::fs::read_to_string(self.state.join(log))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    }
+
+    /// Each blob of `name`'s repository sent (a GET answered 200) since `mark` in `log`
+    /// (`registry.log`, or `token-registry.log`): its digest and the address that asked for
+    /// it, in the log's order.
+    pub fn blob_gets_since(&self, log: &str, name: &str, mark: usize) -> Vec<(String, String)> {
+        let repo = name.rsplit_once(':').map_or(name, |(repo, _)| repo);
+        let blobs = format!("/v2/{repo}/blobs/");
+        let log = std::fs::read_to_string(self.state.join(log)).unwrap_or_default();
+        let value = |line: &str, key: &str| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .map(|v| v.trim_matches('"').to_string())
+        };
+        log.lines()
+            .skip(mark)
+            .filter(|l| l.contains("response completed") && l.contains("http.request.method=GET"))
+            .filter(|l| l.contains("http.response.status=200"))
+            .filter_map(|l| {
+                let uri = value(l, "http.request.uri=")?;
+                let digest = uri.strip_prefix(&blobs)?.to_string();
+                let from = value(l, "http.request.remoteaddr=")?;
+                let ip = from
+                    .rsplit_once(':')
+                    .map_or(from.clone(), |(ip, _)| ip.to_string());
+                Some((digest, ip))
+            })
+            .collect()
+    }
+
+    /// Asserts no layer of `name` in `gets` crossed twice (a layer the nodes held already,
+    /// from an image that shares it, crossed not at all), some did, and every blob went to
+    /// `master` only. (The image's small config blob crosses twice: the room check's `docker
+    /// manifest inspect` on the master reads it too.)
+    pub fn assert_each_layer_once_to(&self, name: &str, gets: &[(String, String)], master: &str) {
+        let (_, layers) = self.manifest_blobs(name);
+        let mut crossed = 0;
+        for layer in &layers {
+            let times = gets.iter().filter(|(d, _)| d == layer).count();
+            assert!(times <= 1, "layer {layer} crossed {times} times: {gets:?}");
+            crossed += times;
+        }
+        assert!(crossed > 0, "no layer of {name} crossed: {gets:?}");
+        assert!(
+            gets.iter().all(|(_, from)| from == master),
+            "every blob to the master ({master}) only: {gets:?}"
+        );
+    }
+
     /// Asserts the registry sent about one copy of `name` (its compressed layers and config)
     /// since it had sent `before` bytes of it: one pull for a whole cluster.
     pub fn assert_sent_one_copy(&self, name: &str, before: u64) {
@@ -107,6 +172,34 @@ impl Registry {
     /// The compressed size of `name` as pushed: what one pull takes from the registry
     /// (its manifest's layers and config, read from the registry's own storage).
     pub fn one_copy_bytes(&self, name: &str) -> u64 {
+        let manifest = self.manifest(name);
+        let size = |v: &serde_json::Value| v["size"].as_u64().expect("a size");
+        size(&manifest["config"])
+            + manifest["layers"]
+                .as_array()
+                .expect("layers")
+                .iter()
+                .map(size)
+                .sum::<u64>()
+    }
+
+    /// `name`'s config digest and its layers' digests, as pushed.
+    pub fn manifest_blobs(&self, name: &str) -> (String, Vec<String>) {
+        let manifest = self.manifest(name);
+        let digest = |v: &serde_json::Value| v["digest"].as_str().expect("a digest").to_string();
+        (
+            digest(&manifest["config"]),
+            manifest["layers"]
+                .as_array()
+                .expect("layers")
+                .iter()
+                .map(digest)
+                .collect(),
+        )
+    }
+
+    /// `name`'s manifest, read from the registry's own storage.
+    fn manifest(&self, name: &str) -> serde_json::Value {
         let v2 = self.state.join("data/docker/registry/v2");
         let blob = |digest: &str| {
             let hex = digest.trim().trim_start_matches("sha256:");
@@ -123,16 +216,7 @@ impl Registry {
             .join(tag)
             .join("current/link");
         let digest = std::fs::read_to_string(&link).expect("the tag's manifest link");
-        let manifest: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(blob(&digest)).expect("the manifest"))
-                .expect("a JSON manifest");
-        let size = |v: &serde_json::Value| v["size"].as_u64().expect("a size");
-        size(&manifest["config"])
-            + manifest["layers"]
-                .as_array()
-                .expect("layers")
-                .iter()
-                .map(size)
-                .sum::<u64>()
+        serde_json::from_slice(&std::fs::read(blob(&digest)).expect("the manifest"))
+            .expect("a JSON manifest")
     }
 }
