@@ -455,7 +455,7 @@ pub fn registry_refused(docker_said: &str) -> bool {
 
 /// Docker's last line without what repeats the request (`Error response from daemon: Get
 /// "https://...": `): the reason, which the shortened message must keep.
-fn last_line(text: &str) -> &str {
+pub fn last_line(text: &str) -> &str {
     let line = text
         .lines()
         .rev()

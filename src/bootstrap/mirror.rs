@@ -226,16 +226,10 @@ pub fn explain_failure(
             crate::input::shown_message(why, 160)
         );
     }
-    let said = docker_said
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
     format!(
         "docker pull of {} through the master's mirror failed: {}",
         crate::input::shown(image),
-        crate::input::shown_message(said, 200)
+        crate::input::shown_message(registry::last_line(docker_said), 200)
     )
 }
 
