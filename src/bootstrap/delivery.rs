@@ -13,7 +13,7 @@ use super::image::{fan_out_image, lacking, local_has_zstd, local_image_id, Image
 use super::mirror;
 use super::room::{self, PullRoom};
 use super::upload::{upload_early, Uploaded};
-use super::{BootstrapError, Inputs, NodeSession};
+use super::{bar_of, BootstrapError, Inputs, NodeSession};
 use crate::profile::{ImageSource, PullFrom};
 use crate::progress::Progress;
 use crate::registry::{self, PullAccess};
@@ -72,10 +72,7 @@ pub(super) async fn ensure_image(
             // `docker manifest inspect` says "no such manifest" also for refused credentials:
             // a pull on that node says which, in the registry's own words (or pulls the image)
             Some(Err(())) => {
-                let bar = &bars[sessions
-                    .iter()
-                    .position(|s| s.node.name == reader.node.name)
-                    .unwrap_or(0)];
+                let bar = bar_of(sessions, bars, reader);
                 pull_on(reader, bar, image, inputs.pull_access.as_ref(), progress).await?;
             }
             None => {}
@@ -83,12 +80,10 @@ pub(super) async fn ensure_image(
     }
     match p.container.source {
         ImageSource::Pull if p.container.pull == PullFrom::EveryNode => {
-            try_join_all(
-                missing
-                    .iter()
-                    .zip(bars)
-                    .map(|(s, bar)| pull_on(s, bar, image, inputs.pull_access.as_ref(), progress)),
-            )
+            try_join_all(missing.iter().map(|s| {
+                let bar = bar_of(sessions, bars, s);
+                pull_on(s, bar, image, inputs.pull_access.as_ref(), progress)
+            }))
             .await?;
         }
         // One copy from the registry per cluster, every node pulling at once from the

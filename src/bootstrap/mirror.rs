@@ -12,7 +12,7 @@
 
 use futures::future::{join_all, try_join_all};
 
-use super::{BootstrapError, NodeSession, NODE_DIR};
+use super::{bar_of, BootstrapError, NodeSession, NODE_DIR};
 use crate::progress::Progress;
 use crate::registry::{self, PullAccess};
 use crate::ssh::{self, shell_quote};
@@ -251,14 +251,8 @@ pub async fn deliver(
         .copied()
         .filter(|s| s.node.name != master.node.name)
         .collect();
-    // each node's own bar (`bars` goes with `sessions`)
-    let bars: Vec<&indicatif::ProgressBar> = missing
-        .iter()
-        .map(|m| {
-            let i = sessions.iter().position(|s| s.node.name == m.node.name);
-            &bars[i.unwrap_or(0).min(bars.len() - 1)]
-        })
-        .collect();
+    let bars: Vec<&indicatif::ProgressBar> =
+        missing.iter().map(|m| bar_of(sessions, bars, m)).collect();
     let script = format!("{NODE_DIR}/image_mirror.py");
     let bytes = templates::IMAGE_MIRROR.as_bytes();
     try_join_all(

@@ -73,6 +73,19 @@ pub enum BootstrapError {
     Other(String),
 }
 
+/// `node`'s own progress bar: `bars` go with `sessions`, one each, the master's first.
+pub(crate) fn bar_of<'a>(
+    sessions: &[NodeSession],
+    bars: &'a [indicatif::ProgressBar],
+    node: &NodeSession,
+) -> &'a indicatif::ProgressBar {
+    let i = sessions
+        .iter()
+        .position(|s| s.node.name == node.node.name)
+        .unwrap_or(0);
+    &bars[i.min(bars.len().saturating_sub(1))]
+}
+
 /// Where files live on every node (mounted read-only into the Horovod container).
 pub const NODE_DIR: &str = "/etc/hvd-cluster";
 
