@@ -119,6 +119,45 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
 }
 
+/// A node script that runs in the background, found again by its pidfile: the image's
+/// server on the master, the mirror and its relays. One at a time: starting stops one an
+/// interrupted run left.
+#[derive(Debug, Clone, Copy)]
+pub struct Background {
+    pub pidfile: &'static str,
+    pub log: &'static str,
+}
+
+impl Background {
+    /// Stops the one running, if any (a shell line; the caller's cleanup may follow).
+    pub fn stop(self) -> String {
+        format!(
+            "[ ! -s {p} ] || kill \"$(cat {p})\" 2>/dev/null || true",
+            p = self.pidfile
+        )
+    }
+
+    /// The script (under sudo) that stops a previous one, runs `prelude`, starts `command`
+    /// (quoted by the caller) and waits up to 10 s until its log says `listening`; else runs
+    /// `on_failure` and fails with the log.
+    pub fn start(self, prelude: &str, command: &str, on_failure: &str) -> String {
+        let Background { pidfile, log } = self;
+        format!(
+            "set -e\n{stop}\n{prelude}setsid nohup {command} > {log} 2>&1 < /dev/null &\n\
+             echo $! > {pidfile}\n\
+             for _ in $(seq 1 100); do grep -q '^listening' {log} && exit 0; kill -0 \"$(cat {pidfile})\" 2>/dev/null || break; sleep 0.1; done\n\
+             {on_failure}cat {log} >&2; exit 1\n",
+            stop = self.stop(),
+        )
+    }
+}
+
+/// The master's one-shot image server.
+const IMAGE_SERVER: Background = Background {
+    pidfile: "/run/hvd-cluster-image-serve.pid",
+    log: "/var/tmp/hvd-cluster-image-serve.log",
+};
+
 /// The master → workers leg over plain TCP inside the cluster: the master keeps what it
 /// received (or saves the image, compressed when `file.zstd`) and serves it once to each of
 /// its children in the tree on its private address, port [`IMAGE_PORT`]; each worker passes
@@ -174,19 +213,16 @@ pub async fn fan_out_image(
         .into_iter()
         .map(|i| ssh::shell_quote(&address(i)))
         .collect();
-    // One server at a time: a previous one (an interrupted `up`) is stopped first.
-    let log = "/var/tmp/hvd-cluster-image-serve.log";
-    let pidfile = "/run/hvd-cluster-image-serve.pid";
     master
         .ssh
-        .sudo(&format!(
-            "set -e\n[ ! -s {pidfile} ] || kill \"$(cat {pidfile})\" 2>/dev/null || true\n\
-             setsid nohup python3 {NODE_DIR}/image_serve.py {ip} {IMAGE_PORT} {path} 900 {addrs} > {log} 2>&1 < /dev/null &\n\
-             echo $! > {pidfile}\n\
-             for _ in $(seq 1 100); do grep -q listening {log} && exit 0; kill -0 \"$(cat {pidfile})\" 2>/dev/null || break; sleep 0.1; done\n\
-             cat {log} >&2; exit 1\n",
-            ip = ssh::shell_quote(&master_ip),
-            addrs = addresses.join(" "),
+        .sudo(&IMAGE_SERVER.start(
+            "",
+            &format!(
+                "python3 {NODE_DIR}/image_serve.py {ip} {IMAGE_PORT} {path} 900 {addrs}",
+                ip = ssh::shell_quote(&master_ip),
+                addrs = addresses.join(" "),
+            ),
+            "",
         ))
         .await?;
     let fetched = try_join_all(workers.iter().zip(&places).map(|(w, place)| {
@@ -252,7 +288,9 @@ pub async fn fan_out_image(
     let _ = master
         .ssh
         .sudo(&format!(
-            "[ ! -s {pidfile} ] || kill \"$(cat {pidfile})\" 2>/dev/null || true; rm -f {pidfile}"
+            "{}; rm -f {}",
+            IMAGE_SERVER.stop(),
+            IMAGE_SERVER.pidfile
         ))
         .await;
     fetched

@@ -12,6 +12,7 @@
 
 use futures::future::{join_all, try_join_all};
 
+use super::image::Background;
 use super::{bar_of, BootstrapError, NodeSession, NODE_DIR};
 use crate::progress::Progress;
 use crate::registry::{self, PullAccess};
@@ -24,10 +25,15 @@ pub const MIRROR_PORT: u16 = 12347;
 /// The blobs as they arrive, on the master, until the delivery ends (in /var/tmp, where the
 /// room check counts them).
 const CACHE: &str = "/var/tmp/hvd-cluster-mirror";
-const LOG: &str = "/var/tmp/hvd-cluster-image-mirror.log";
-const MIRROR_PID: &str = "/run/hvd-cluster-image-mirror.pid";
-const RELAY_PID: &str = "/run/hvd-cluster-image-relay.pid";
-const RELAY_LOG: &str = "/var/tmp/hvd-cluster-image-relay.log";
+/// The mirror on the master, and the relay on each worker.
+const MIRROR: Background = Background {
+    pidfile: "/run/hvd-cluster-image-mirror.pid",
+    log: "/var/tmp/hvd-cluster-image-mirror.log",
+};
+const RELAY: Background = Background {
+    pidfile: "/run/hvd-cluster-image-relay.pid",
+    log: "/var/tmp/hvd-cluster-image-relay.log",
+};
 /// A mirror or relay left by an interrupted `up` ends after this many idle seconds.
 const IDLE_SECS: u32 = 300;
 
@@ -88,36 +94,30 @@ pub fn serve_command(upstream: &Upstream, bind: &str, peers: &[String]) -> Strin
         .iter()
         .map(|p| format!(" {}", shell_quote(p)))
         .collect();
-    format!(
-        "set -e
-[ ! -s {MIRROR_PID} ] || kill \"$(cat {MIRROR_PID})\" 2>/dev/null || true
-rm -rf {CACHE} /run/hvd-cluster-mirror-access.*
-install -d -m 700 {CACHE}
-umask 077
-a=$(mktemp /run/hvd-cluster-mirror-access.XXXXXX)
-cat > \"$a\"
-setsid nohup python3 {NODE_DIR}/image_mirror.py serve {bind} {MIRROR_PORT} {CACHE} {host} {repo} \"$a\" {IDLE_SECS}{peers} > {LOG} 2>&1 < /dev/null &
-echo $! > {MIRROR_PID}
-for _ in $(seq 1 100); do grep -q '^listening' {LOG} && exit 0; kill -0 \"$(cat {MIRROR_PID})\" 2>/dev/null || break; sleep 0.1; done
-rm -f \"$a\"; cat {LOG} >&2; exit 1
-",
-        bind = shell_quote(bind),
-        host = shell_quote(&upstream.host),
-        repo = shell_quote(&upstream.repo),
+    MIRROR.start(
+        &format!(
+            "rm -rf {CACHE} /run/hvd-cluster-mirror-access.*\ninstall -d -m 700 {CACHE}\numask 077\n\
+             a=$(mktemp /run/hvd-cluster-mirror-access.XXXXXX)\ncat > \"$a\"\n"
+        ),
+        &format!(
+            "python3 {NODE_DIR}/image_mirror.py serve {bind} {MIRROR_PORT} {CACHE} {host} {repo} \"$a\" {IDLE_SECS}{peers}",
+            bind = shell_quote(bind),
+            host = shell_quote(&upstream.host),
+            repo = shell_quote(&upstream.repo),
+        ),
+        "rm -f \"$a\"; ",
     )
 }
 
 /// A worker's command (under sudo): the relay from its 127.0.0.1 to the master's mirror. Pure.
 pub fn relay_command(master: &str) -> String {
-    format!(
-        "set -e
-[ ! -s {RELAY_PID} ] || kill \"$(cat {RELAY_PID})\" 2>/dev/null || true
-setsid nohup python3 {NODE_DIR}/image_mirror.py relay {MIRROR_PORT} {master} {MIRROR_PORT} {IDLE_SECS} > {RELAY_LOG} 2>&1 < /dev/null &
-echo $! > {RELAY_PID}
-for _ in $(seq 1 100); do grep -q '^listening' {RELAY_LOG} && exit 0; kill -0 \"$(cat {RELAY_PID})\" 2>/dev/null || break; sleep 0.1; done
-cat {RELAY_LOG} >&2; exit 1
-",
-        master = shell_quote(master),
+    RELAY.start(
+        "",
+        &format!(
+            "python3 {NODE_DIR}/image_mirror.py relay {MIRROR_PORT} {master} {MIRROR_PORT} {IDLE_SECS}",
+            master = shell_quote(master),
+        ),
+        "",
     )
 }
 
@@ -266,17 +266,18 @@ pub async fn deliver(
     // Whatever happened: the mirror's log read, then the mirror, the relays and the blobs gone.
     let log = master
         .ssh
-        .sudo(&format!("cat {LOG} 2>/dev/null || true"))
+        .sudo(&format!("cat {} 2>/dev/null || true", MIRROR.log))
         .await
         .unwrap_or_default();
-    let stop_relay = format!(
-        "[ ! -s {RELAY_PID} ] || kill \"$(cat {RELAY_PID})\" 2>/dev/null || true; rm -f {RELAY_PID} {RELAY_LOG}"
-    );
+    let stop_relay = format!("{}; rm -f {} {}", RELAY.stop(), RELAY.pidfile, RELAY.log);
     let _ = join_all(workers.iter().map(|w| w.ssh.sudo(&stop_relay))).await;
     let _ = master
         .ssh
         .sudo(&format!(
-            "[ ! -s {MIRROR_PID} ] || kill \"$(cat {MIRROR_PID})\" 2>/dev/null || true; rm -rf {MIRROR_PID} {CACHE} {LOG} /run/hvd-cluster-mirror-access.*"
+            "{}; rm -rf {} {CACHE} {} /run/hvd-cluster-mirror-access.*",
+            MIRROR.stop(),
+            MIRROR.pidfile,
+            MIRROR.log
         ))
         .await;
     let report = read_log(&log);
@@ -331,9 +332,7 @@ async fn start_and_pull(
         .iter()
         .map(|w| w.host.address().to_string())
         .collect();
-    let access_json = access
-        .map(PullAccess::mirror_access_json)
-        .unwrap_or_else(|| PullAccess::default().mirror_access_json());
+    let access_json = access.cloned().unwrap_or_default().mirror_access_json();
     let serve = serve_command(upstream, &master_ip, &peers);
     master
         .ssh
