@@ -88,6 +88,15 @@ listener_pid() {
 }
 # port_open PORT: true if something accepts TCP connections on 127.0.0.1:PORT.
 port_open() { (exec 3<>"/dev/tcp/$HOST_IP/$1") 2>/dev/null; }
+# port_ours SERVICE PORT: true if PORT has a listener and it belongs to SERVICE's process group
+# (a listener of another cloud, say a second checkout's start racing this one, is not ours: its
+# ceph-mon would answer our OSD with "wrong fsid").
+port_ours() {
+  local pid pgid
+  pid=$(listener_pid "$2"); [ -n "$pid" ] || return 1
+  pgid=$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d ' ')
+  [ -n "$pgid" ] && [ "$pgid" = "$(cat "$PIDS/$1.pid" 2>/dev/null)" ]
+}
 # pgroup_alive PGID: true while any process of the group exists.
 pgroup_alive() { kill -0 -- "-$1" 2>/dev/null; }
 
