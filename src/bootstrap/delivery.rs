@@ -78,8 +78,8 @@ pub(super) async fn ensure_image(
             None => {}
         }
     }
-    match p.container.source {
-        ImageSource::Pull if p.container.pull == PullFrom::EveryNode => {
+    match (p.container.source, &upstream) {
+        (ImageSource::Pull, _) if p.container.pull == PullFrom::EveryNode => {
             try_join_all(missing.iter().map(|s| {
                 let bar = bar_of(sessions, bars, s);
                 pull_on(s, bar, image, inputs.pull_access.as_ref(), progress)
@@ -88,23 +88,21 @@ pub(super) async fn ensure_image(
         }
         // One copy from the registry per cluster, every node pulling at once from the
         // master's mirror of it.
-        ImageSource::Pull if upstream.is_some() => {
-            if let Some(upstream) = &upstream {
-                mirror::deliver(
-                    sessions,
-                    &missing,
-                    bars,
-                    image,
-                    upstream,
-                    inputs.pull_access.as_ref(),
-                    progress,
-                )
-                .await?;
-            }
+        (ImageSource::Pull, Some(upstream)) => {
+            mirror::deliver(
+                sessions,
+                &missing,
+                bars,
+                image,
+                upstream,
+                inputs.pull_access.as_ref(),
+                progress,
+            )
+            .await?;
         }
         // The master alone, or by digest: the master pulls, the workers get the master's copy
         // down the fan-out tree over the private network.
-        ImageSource::Pull => {
+        (ImageSource::Pull, None) => {
             let master = &sessions[0];
             if missing.iter().any(|s| s.node.name == master.node.name) {
                 pull_on(
@@ -137,8 +135,8 @@ pub(super) async fn ensure_image(
             }
         }
         // built on the master instead (super::remote_build), never sent from here
-        ImageSource::BuildRemote => return Ok(0),
-        ImageSource::Transfer | ImageSource::Build => {
+        (ImageSource::BuildRemote, _) => return Ok(0),
+        (ImageSource::Transfer | ImageSource::Build, _) => {
             if want.is_none() {
                 return Err(BootstrapError::Other(format!(
                     "the image {image} is not on this machine; build it first (the local provider does so on `up`), or set container.source = \"pull\""
