@@ -87,18 +87,8 @@ impl Registry {
     /// `hvd-test/x:1`) the registry has sent so far. Per repository: tests that share the
     /// registry at the same time (the VM test pulls a repository of its own) count apart.
     pub fn blob_bytes_sent(&self, name: &str) -> u64 {
-        let repo = name.rsplit_once(':').map_or(name, |(repo, _)| repo);
-        let blobs = format!("/v2/{repo}/blobs/sha256:");
         let log = std::fs::read_to_string(self.state.join("registry.log")).unwrap_or_default();
-        log.lines()
-            .filter(|l| l.contains("response completed"))
-            .filter(|l| l.contains("http.request.method=GET") && l.contains(&blobs))
-            .filter_map(|l| {
-                l.split_whitespace()
-                    .find_map(|w| w.strip_prefix("http.response.written="))
-                    .and_then(|n| n.parse::<u64>().ok())
-            })
-            .sum()
+        blob_gets(log.lines(), name).map(|g| g.written).sum()
     }
 
     /// Lines in the registry's log (`token-registry.log`: the token door's) so far: a mark
@@ -114,27 +104,10 @@ impl Registry {
     /// (`registry.log`, or `token-registry.log`): its digest and the address that asked for
     /// it, in the log's order.
     pub fn blob_gets_since(&self, log: &str, name: &str, mark: usize) -> Vec<(String, String)> {
-        let repo = name.rsplit_once(':').map_or(name, |(repo, _)| repo);
-        let blobs = format!("/v2/{repo}/blobs/");
         let log = std::fs::read_to_string(self.state.join(log)).unwrap_or_default();
-        let value = |line: &str, key: &str| {
-            line.split_whitespace()
-                .find_map(|w| w.strip_prefix(key))
-                .map(|v| v.trim_matches('"').to_string())
-        };
-        log.lines()
-            .skip(mark)
-            .filter(|l| l.contains("response completed") && l.contains("http.request.method=GET"))
-            .filter(|l| l.contains("http.response.status=200"))
-            .filter_map(|l| {
-                let uri = value(l, "http.request.uri=")?;
-                let digest = uri.strip_prefix(&blobs)?.to_string();
-                let from = value(l, "http.request.remoteaddr=")?;
-                let ip = from
-                    .rsplit_once(':')
-                    .map_or(from.clone(), |(ip, _)| ip.to_string());
-                Some((digest, ip))
-            })
+        blob_gets(log.lines().skip(mark), name)
+            .filter(|g| g.status == 200)
+            .map(|g| (g.digest, g.from))
             .collect()
     }
 
@@ -219,4 +192,45 @@ impl Registry {
         serde_json::from_slice(&std::fs::read(blob(&digest)).expect("the manifest"))
             .expect("a JSON manifest")
     }
+}
+
+/// A GET of a blob as the registry's log line of its response says.
+struct BlobGet {
+    digest: String,
+    /// The address that asked (without its port).
+    from: String,
+    status: u16,
+    written: u64,
+}
+
+/// The GETs of `name`'s repository's blobs among the registry's log `lines`.
+fn blob_gets<'a>(
+    lines: impl Iterator<Item = &'a str> + 'a,
+    name: &str,
+) -> impl Iterator<Item = BlobGet> + 'a {
+    let repo = name.rsplit_once(':').map_or(name, |(repo, _)| repo);
+    let blobs = format!("/v2/{repo}/blobs/");
+    let value = |line: &str, key: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .map(|v| v.trim_matches('"').to_string())
+    };
+    lines
+        .filter(|l| l.contains("response completed") && l.contains("http.request.method=GET"))
+        .filter_map(move |l| {
+            let digest = value(l, "http.request.uri=")?
+                .strip_prefix(&blobs)?
+                .to_string();
+            let from = value(l, "http.request.remoteaddr=")?;
+            Some(BlobGet {
+                digest,
+                from: from
+                    .rsplit_once(':')
+                    .map_or(from.clone(), |(ip, _)| ip.to_string()),
+                status: value(l, "http.response.status=")?.parse().ok()?,
+                written: value(l, "http.response.written=")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0),
+            })
+        })
 }
