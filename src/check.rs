@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::bootstrap::{host_slots, NodeSession, NODE_DIR};
+use crate::jobs::{claim_slots, slots_refused, SlotClaim, SlotsRefusal};
 use crate::mpi::mpi_args;
 use crate::profile::{Collective, Profile, StorageKind};
 use crate::ssh::shell_quote;
@@ -18,6 +19,9 @@ use crate::wait::{wait_until, Probe, WaitError};
 pub enum CheckError {
     #[error("check `{check}` failed: {detail}")]
     Failed { check: &'static str, detail: String },
+    /// Its horovodrun did not start: jobs or another check hold the slots.
+    #[error("the check's horovodrun did not start: {}", .0.describe())]
+    SlotsTaken(SlotsRefusal),
 }
 
 fn failed(check: &'static str, detail: impl Into<String>) -> CheckError {
@@ -223,6 +227,7 @@ pub async fn run(
     p: &Profile,
     sessions: &[NodeSession],
     jupyter: Option<JupyterAt<'_>>,
+    claim: SlotClaim,
 ) -> Result<CheckReport, CheckError> {
     let mut report = CheckReport::default();
     let master = sessions
@@ -331,9 +336,12 @@ pub async fn run(
     );
     let out = master
         .ssh
-        .sudo(&command)
+        .sudo(&claim_slots(&command, claim))
         .await
         .map_err(|e| failed("horovodrun", e.to_string()))?;
+    if let Some(refusal) = slots_refused(&out).map_err(|e| failed("horovodrun", e))? {
+        return Err(CheckError::SlotsTaken(refusal));
+    }
     let (ranks, bandwidth) = parse_job_output(&out);
     if !out.contains("HVD_EXIT=0") {
         return Err(failed(

@@ -270,7 +270,15 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
     keep_discovery(&c.dir, &workers)?;
     keep_ifaces(&c.dir, &opened.sessions)?;
     let url = opened.jupyter_url(p, provider).await?;
-    let check = check::run(p, &opened.sessions, Some(url.at())).await?;
+    // Beside a running job on purpose (a `scale` under an elastic job); a job submitted
+    // meanwhile waits for the check.
+    let check = check::run(
+        p,
+        &opened.sessions,
+        Some(url.at()),
+        crate::jobs::SlotClaim::BesideJobs,
+    )
+    .await?;
     // After the check: the agent starts counting idle time on a cluster that works.
     let said = match autostop::converge(p, provider, &opened.master().ssh).await? {
         autostop::Outcome::Off | autostop::Outcome::InPlace => None,

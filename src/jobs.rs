@@ -277,6 +277,109 @@ pub fn parse_submitted(out: &str) -> Result<(Vec<Job>, JobId), String> {
     Ok((parse_list(before)?, id))
 }
 
+/// "job 3" or "jobs 3 and 4 (running, queued)": the jobs a new one waits for.
+pub fn job_ahead_line(waiting: &[&Job]) -> Option<String> {
+    let (last, rest) = waiting.split_last()?;
+    let states: Vec<&str> = waiting.iter().map(|j| j.state.as_str()).collect();
+    Some(if rest.is_empty() {
+        format!("job {} ({})", last.id, states.join(", "))
+    } else {
+        let ids: Vec<String> = rest.iter().map(|j| j.id.to_string()).collect();
+        format!(
+            "jobs {} and {} ({})",
+            ids.join(", "),
+            last.id,
+            states.join(", ")
+        )
+    })
+}
+
+/// How a command that takes every slot (the acceptance check, a bench step) stands to jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotClaim {
+    /// `check` and `bench`: refused while a job is queued or running.
+    Alone,
+    /// The check of `up`, `scale` and `heal`: beside a running job on purpose (a `scale`
+    /// under an elastic job); it waits for another check (up to 15 minutes).
+    BesideJobs,
+}
+
+const SLOTS_BUSY: &str = "HVD_SLOTS_BUSY";
+const JOBS_AHEAD: &str = "HVD_JOBS_AHEAD";
+
+/// `command` (a root shell's, on the master) run holding the jobs' check lock
+/// (`JOBS_DIR/.check`): while it runs, a job whose turn comes waits, since the runner looks
+/// at that lock under its own before it marks a job running. With [`SlotClaim::Alone`] the
+/// jobs are read under the runner's lock once the check lock is held, so that no job can
+/// start between that look and the command: a queued or running one prints `HVD_JOBS_AHEAD`
+/// and its `list` line instead of running the command. Another check holding the lock prints
+/// `HVD_SLOTS_BUSY`. [`slots_refused`] reads both. Pure.
+pub fn claim_slots(command: &str, claim: SlotClaim) -> String {
+    let (wait, look) = match claim {
+        SlotClaim::Alone => (
+            "-n",
+            format!(
+                "if [ -e \"$runner\" ]; then\n\
+                 live=$(flock \"$j/.lock\" bash \"$runner\" list < /dev/null | \
+                 awk -F '\\t' '($2 == \"queued\" || $2 == \"running\" || $2 == \"\") && $9 == \"1\"') || exit 1\n\
+                 if [ -n \"$live\" ]; then echo {JOBS_AHEAD}; printf '%s\\n' \"$live\"; exit 0; fi\n\
+                 fi\n"
+            ),
+        ),
+        SlotClaim::BesideJobs => ("-w 900", String::new()),
+    };
+    format!(
+        "j={jobs}\n\
+         runner={runner}\n\
+         mkdir -p \"$j\" && chmod 700 \"$j\" || exit 1\n\
+         exec 8>>\"$j/.check\"\n\
+         flock {wait} 8 || {{ echo {SLOTS_BUSY}; exit 0; }}\n\
+         {look}\
+         {command}\n",
+        jobs = shell_quote(JOBS_DIR),
+        runner = shell_quote(RUNNER),
+    )
+}
+
+/// Why a command wrapped by [`claim_slots`] did not run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SlotsRefusal {
+    /// Another check or bench step holds the slots.
+    Busy,
+    /// These jobs are queued or running.
+    JobsAhead(Vec<Job>),
+}
+
+impl SlotsRefusal {
+    /// "another check or bench step is using the slots", "job 3 (running) is using them".
+    pub fn describe(&self) -> String {
+        match self {
+            SlotsRefusal::Busy => "another check or bench step is using the slots".into(),
+            SlotsRefusal::JobsAhead(jobs) => {
+                let live: Vec<&Job> = jobs.iter().collect();
+                format!(
+                    "{} is using them",
+                    job_ahead_line(&live).unwrap_or_else(|| "a job".into())
+                )
+            }
+        }
+    }
+}
+
+/// What a command wrapped by [`claim_slots`] printed first: `Ok(None)` when it ran.
+pub fn slots_refused(out: &str) -> Result<Option<SlotsRefusal>, String> {
+    let mut lines = out.lines().skip_while(|l| l.trim().is_empty());
+    match lines.next().map(str::trim) {
+        Some(SLOTS_BUSY) => Ok(Some(SlotsRefusal::Busy)),
+        Some(JOBS_AHEAD) => {
+            let rest: Vec<&str> = lines.collect();
+            let jobs = parse_list(&rest.join("\n"))?;
+            Ok(Some(SlotsRefusal::JobsAhead(jobs)))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// The runner called as root on a node with `args` (ours: a subcommand and a job number).
 pub fn runner_call(args: &str) -> String {
     format!("bash {} {args}", shell_quote(RUNNER))

@@ -38,24 +38,29 @@ pub fn stop_order(cluster: &str, servers: &[Observed]) -> (Vec<String>, Option<S
     (workers, master)
 }
 
-/// Stops every server of cluster `name`: the workers, then the master. Safe to repeat: a
-/// stopped server is left alone, one on its way is waited for.
-pub async fn stop(ctx: &Context, provider: &dyn Provider, name: &str) -> Result<StopReport, Error> {
-    let servers = provider.poll(name, Kind::Server).await?;
+/// Stops every server of cluster `name` (`servers`, as the provider listed them): the
+/// workers, then the master. Safe to repeat: a stopped server is left alone, one on its way
+/// is waited for.
+pub async fn stop(
+    ctx: &Context,
+    provider: &dyn Provider,
+    name: &str,
+    servers: &[Observed],
+) -> Result<StopReport, Error> {
     if servers.is_empty() {
         return Err(Error::Runtime(format!(
             "cluster `{name}` has no servers to stop"
         )));
     }
     let mut report = StopReport::default();
-    for o in &servers {
+    for o in servers {
         if o.health == Health::Stopped {
             report.already.push(o.name.clone());
         } else {
             report.stopped.push(o.name.clone());
         }
     }
-    let (workers, master) = stop_order(name, &servers);
+    let (workers, master) = stop_order(name, servers);
     if !workers.is_empty() {
         let spinner = ctx.progress.spinner(&format!(
             "stopping {} worker(s) (shelving: the guest shuts down, its disk is kept)",

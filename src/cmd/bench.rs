@@ -12,7 +12,7 @@ use futures::future::join_all;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use super::jobs::refuse_beside_jobs;
+use super::jobs::{refuse_beside_jobs, slots_taken};
 use super::output::emit;
 use crate::bench::output::JobOutput;
 use crate::bench::plan::{self, Launch, Step};
@@ -23,6 +23,7 @@ use crate::cluster::{self, Existing};
 use crate::context::Context;
 use crate::error::Error;
 use crate::input;
+use crate::jobs::{claim_slots, slots_refused, SlotClaim, SlotsRefusal};
 use crate::profile::Collective;
 use crate::render::HostSlots;
 use crate::ssh::shell_quote;
@@ -83,7 +84,17 @@ pub async fn bench(ctx: &Context, file: &Path, raw: &Raw<'_>, json: bool) -> Res
             run_id: &run_id,
         };
         let argv = plan::horovodrun_argv(step, &launch, &settings);
-        let out = run_step(ctx, &opened.sessions, step, &argv, &run_id, &mut interrupt).await?;
+        let refused = |r: &SlotsRefusal| slots_taken(r, &p.name, &shown, "bench");
+        let out = run_step(
+            ctx,
+            &opened.sessions,
+            step,
+            &argv,
+            &run_id,
+            &mut interrupt,
+            &refused,
+        )
+        .await?;
         let row = report::read_job(step, &out).map_err(|e| Error::Runtime(e.to_string()))?;
         ctx.progress.line(format!(
             "{} slot(s): {:.1} images/s ({:.1} per slot) from {} rank(s)",
@@ -184,7 +195,9 @@ async fn prepare(
 }
 
 /// Runs one slot count's job from the master's container, streaming its output into the
-/// progress; returns the whole output once horovodrun exits 0.
+/// progress; returns the whole output once horovodrun exits 0. It holds the master's check
+/// lock: a job whose turn comes meanwhile waits, and one that took the slots since the last
+/// look is `refused`.
 async fn run_step(
     ctx: &Context,
     sessions: &[NodeSession],
@@ -192,6 +205,7 @@ async fn run_step(
     argv: &[String],
     run_id: &str,
     interrupt: &mut Signal,
+    refused: &dyn Fn(&SlotsRefusal) -> Error,
 ) -> Result<String, Error> {
     let master = &sessions[0];
     let what = format!("{} slot(s) on {} host(s)", step.slots, step.hosts.len());
@@ -207,7 +221,10 @@ async fn run_step(
     let mut child = master
         .ssh
         .session()
-        .raw_command(format!("sudo -n bash -c {}", shell_quote(&script)))
+        .raw_command(format!(
+            "sudo -n bash -c {}",
+            shell_quote(&claim_slots(&script, SlotClaim::Alone))
+        ))
         .stdin(openssh::Stdio::null())
         .stdout(openssh::Stdio::piped())
         .stderr(openssh::Stdio::null())
@@ -277,6 +294,9 @@ async fn run_step(
     spinner.finish_and_clear();
     let _ = child.wait().await;
     if !kept.exited_zero() {
+        if let Ok(Some(refusal)) = slots_refused(&kept.text()) {
+            return Err(refused(&refusal));
+        }
         return Err(Error::Runtime(format!(
             "bench at {what}: `{}` failed:\n{}",
             argv.join(" "),

@@ -13,8 +13,8 @@ use crate::cluster::{self, Existing};
 use crate::context::Context;
 use crate::error::Error;
 use crate::input;
-use crate::jobs::{self, Job, JobId, State};
-use crate::plan::{Kind, Names, Role};
+use crate::jobs::{self, job_ahead_line, Job, JobId, SlotsRefusal, State};
+use crate::plan::{Names, Observed, Role};
 use crate::provider::Provider;
 use crate::ssh::{shell_quote, Ssh};
 use crate::state::{self, ClusterDir};
@@ -52,23 +52,6 @@ async fn runner_list(master: &Ssh, args: &str) -> Result<Vec<Job>, Error> {
         .await
         .map_err(BootstrapError::from)?;
     jobs::parse_list(&out).map_err(Error::Runtime)
-}
-
-/// "job 3" or "jobs 3 and 4 (running, queued)": the jobs a new one waits for.
-pub(super) fn job_ahead_line(waiting: &[&Job]) -> Option<String> {
-    let (last, rest) = waiting.split_last()?;
-    let states: Vec<&str> = waiting.iter().map(|j| j.state.as_str()).collect();
-    Some(if rest.is_empty() {
-        format!("job {} ({})", last.id, states.join(", "))
-    } else {
-        let ids: Vec<String> = rest.iter().map(|j| j.id.to_string()).collect();
-        format!(
-            "jobs {} and {} ({})",
-            ids.join(", "),
-            last.id,
-            states.join(", ")
-        )
-    })
 }
 
 fn no_such_job(name: &str, id: JobId) -> Error {
@@ -356,7 +339,8 @@ pub(super) fn mark_submitted(dir: &ClusterDir) -> Result<(), Error> {
 }
 
 /// Refuses, in one line, to run `what` (`check`, `bench`) beside a queued or running job: it
-/// would take the same slots.
+/// would take the same slots. (A quick look before the work; the look that counts is the one
+/// under the master's locks, [`jobs::claim_slots`], read by [`slots_taken`].)
 pub(super) async fn refuse_beside_jobs(
     master: &NodeSession,
     name: &str,
@@ -364,14 +348,32 @@ pub(super) async fn refuse_beside_jobs(
     what: &str,
 ) -> Result<(), Error> {
     let jobs = read_jobs(master).await?;
+    match beside_jobs(&jobs, name, shown, what) {
+        Some(refused) => Err(refused),
+        None => Ok(()),
+    }
+}
+
+/// The one line for `what` refused beside the live ones of `jobs` (`None` without any).
+fn beside_jobs(jobs: &[Job], name: &str, shown: &str, what: &str) -> Option<Error> {
     let live: Vec<&Job> = jobs.iter().filter(|j| !j.state.ended()).collect();
-    let Some(words) = job_ahead_line(&live) else {
-        return Ok(());
-    };
-    Err(Error::Runtime(format!(
+    let words = job_ahead_line(&live)?;
+    Some(Error::Runtime(format!(
         "cluster `{name}` has {words}: `{what}` would run beside it on the same slots; \
          `hvd-cluster logs {shown} --follow` waits for the latest, `hvd-cluster cancel {shown} --all` ends them"
     )))
+}
+
+/// The line for `what` whose horovodrun the master refused (jobs, or another check, took
+/// the slots between the first look and the start).
+pub(super) fn slots_taken(refusal: &SlotsRefusal, name: &str, shown: &str, what: &str) -> Error {
+    match refusal {
+        SlotsRefusal::JobsAhead(jobs) => beside_jobs(jobs, name, shown, what)
+            .unwrap_or_else(|| slots_taken(&SlotsRefusal::Busy, name, shown, what)),
+        SlotsRefusal::Busy => Error::Runtime(format!(
+            "cluster `{name}`: another `check` or `bench` is using every slot; `{what}` again once it ends"
+        )),
+    }
 }
 
 /// Before `stop`: the master's queued and running jobs. Without `force` a stop under them is
@@ -382,6 +384,7 @@ pub(super) async fn before_stop(
     ctx: &Context,
     dir: &ClusterDir,
     provider: &dyn Provider,
+    servers: &[Observed],
     name: &str,
     shown: &str,
     force: bool,
@@ -389,7 +392,6 @@ pub(super) async fn before_stop(
     if !dir.path.join(SUBMITTED_MARK).exists() {
         return Ok(());
     }
-    let servers = provider.poll(name, Kind::Server).await?;
     let master_name = Names(name).master();
     if !servers
         .iter()

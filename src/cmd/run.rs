@@ -6,9 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::jobs::{
-    follow, interrupt_signal, job_ahead_line, mark_submitted, master_only, write_runner,
-};
+use super::jobs::{follow, interrupt_signal, mark_submitted, master_only, write_runner};
 use super::shown_path;
 use crate::bootstrap::BootstrapError;
 use crate::check;
@@ -16,7 +14,7 @@ use crate::cluster::{self, Existing};
 use crate::context::Context;
 use crate::error::Error;
 use crate::input;
-use crate::jobs::{self, State};
+use crate::jobs::{self, job_ahead_line, State};
 
 #[allow(clippy::too_many_arguments)]
 pub async fn run(

@@ -11,6 +11,7 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::input;
 use crate::lifecycle;
+use crate::plan::Kind;
 
 pub async fn stop(ctx: &Context, target: Target, force: bool, json: bool) -> Result<u8, Error> {
     let started = std::time::Instant::now();
@@ -21,8 +22,10 @@ pub async fn stop(ctx: &Context, target: Target, force: bool, json: bool) -> Res
     };
     let (name, dir, provider) = cluster::target(ctx, target).await?;
     let _lock = dir.lock()?;
-    before_stop(ctx, &dir, provider.as_ref(), &name, &shown, force).await?;
-    let report = lifecycle::stop(ctx, provider.as_ref(), &name).await?;
+    // One listing for both: the look for jobs and the stop.
+    let servers = provider.poll(&name, Kind::Server).await?;
+    before_stop(ctx, &dir, provider.as_ref(), &servers, &name, &shown, force).await?;
+    let report = lifecycle::stop(ctx, provider.as_ref(), &name, &servers).await?;
     ctx.progress.line(format!(
         "stopped after {:.1}s, {} API calls",
         started.elapsed().as_secs_f64(),

@@ -290,3 +290,118 @@ fn a_kill_report_and_a_table_are_read_and_shown() {
         "{shown}"
     );
 }
+
+/// The check lock's script and the runner, run by bash in a folder of their own (the jobs'
+/// folder moved there): a running job refuses the claim, a held lock says so, and a job
+/// whose turn comes waits while a claim holds the lock.
+#[test]
+fn a_claim_on_the_slots_and_the_runner_keep_out_of_each_others_way() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jobs = dir.path().join("jobs");
+    let jobs_s = jobs.to_str().expect("utf-8 path");
+    let moved = |text: &str| text.replace(JOBS_DIR, jobs_s);
+    let claim = |claim: SlotClaim| {
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(moved(&claim_slots("echo RAN", claim)))
+            .output()
+            .expect("bash");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // no runner yet (no job ever submitted): the command runs
+    assert_eq!(claim(SlotClaim::Alone).trim(), "RAN");
+    let runner = jobs.join("job_runner.sh");
+    std::fs::write(&runner, moved(crate::templates::JOB_RUNNER)).expect("runner");
+    assert_eq!(claim(SlotClaim::Alone).trim(), "RAN", "no job: it runs");
+
+    // job 1 running: a process whose command line is its runner's
+    let job1 = jobs.join("1");
+    std::fs::create_dir(&job1).expect("job 1");
+    let mut runner1 = Command::new("bash")
+        .args(["-c", "sleep 30; :", "job_runner.sh", "run", "1", "x"])
+        .spawn()
+        .expect("runner of job 1");
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot id");
+    for (file, text) in [
+        ("runner.pid", runner1.id().to_string()),
+        ("boot", boot.trim().to_string()),
+        ("state", "running".into()),
+        ("slots", "2".into()),
+        ("command.json", "[\"python\",\"train.py\"]".into()),
+    ] {
+        std::fs::write(job1.join(file), format!("{text}\n")).expect("job file");
+    }
+    let out = claim(SlotClaim::Alone);
+    match slots_refused(&out) {
+        Ok(Some(SlotsRefusal::JobsAhead(ahead))) => {
+            assert_eq!(ahead.len(), 1, "{out}");
+            assert_eq!((ahead[0].id.get(), ahead[0].state), (1, State::Running));
+        }
+        other => panic!("not refused for job 1: {other:?}\n{out}"),
+    }
+    assert!(!out.contains("RAN"), "{out}");
+    // beside jobs (the check of `scale`): it runs
+    assert_eq!(claim(SlotClaim::BesideJobs).trim(), "RAN");
+    let _ = runner1.kill();
+    let _ = runner1.wait();
+    // job 1's runner gone: no longer live, the claim runs
+    assert_eq!(claim(SlotClaim::Alone).trim(), "RAN");
+    std::fs::write(job1.join("state"), "succeeded\n").expect("state");
+
+    // another claim holds the lock: refused at once
+    let lock = jobs.join(".check");
+    // -o: flock alone holds the lock (not its sleep), so that killing it frees the lock
+    let mut holder = Command::new("flock")
+        .arg("-o")
+        .arg(&lock)
+        .args(["sleep", "30"])
+        .spawn()
+        .expect("flock");
+    let held = Instant::now();
+    while claim(SlotClaim::Alone).trim() != "HVD_SLOTS_BUSY" {
+        assert!(
+            held.elapsed() < Duration::from_secs(10),
+            "the lock never taken"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        slots_refused("HVD_SLOTS_BUSY\n"),
+        Ok(Some(SlotsRefusal::Busy))
+    );
+
+    // job 2 queued while the lock is held: its runner waits for the claim to end
+    let job2 = jobs.join("2");
+    std::fs::create_dir(&job2).expect("job 2");
+    std::fs::write(job2.join("argv"), b"true\0").expect("argv");
+    std::fs::write(job2.join("state"), "queued\n").expect("state");
+    let mut runner2 = Command::new("bash")
+        .arg(&runner)
+        .args(["run", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("runner of job 2");
+    std::thread::sleep(Duration::from_secs(5));
+    let state = || {
+        std::fs::read_to_string(job2.join("state"))
+            .expect("state")
+            .trim()
+            .to_string()
+    };
+    assert_eq!(state(), "queued", "job 2 started beside a held claim");
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let freed = Instant::now();
+    while state() == "queued" {
+        assert!(
+            freed.elapsed() < Duration::from_secs(15),
+            "job 2 still queued after the claim ended"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = runner2.kill();
+    let _ = runner2.wait();
+}

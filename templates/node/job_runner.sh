@@ -90,6 +90,13 @@ my_turn() {
   return 0
 }
 
+# Whether a check or a bench step holds the slots (hvd-cluster's jobs::claim_slots holds
+# $JOBS/.check while its horovodrun runs, and reads the jobs under $JOBS/.lock first).
+check_running() {
+  [ -e "$JOBS/.check" ] || return 1
+  ! { flock -n 8; } 8>> "$JOBS/.check"
+}
+
 run_job() {
   local id=$1 d=$JOBS/$1 rc
   put "$d/runner.pid" "$$"
@@ -104,7 +111,7 @@ run_job() {
       put "$d/ended" "$(now)"; finish "$d" interrupted; return 0
     fi
     flock 9
-    if my_turn "$id"; then
+    if my_turn "$id" && ! check_running; then
       put "$d/started" "$(now)"; put "$d/state" running
       flock -u 9
       break

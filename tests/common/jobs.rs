@@ -218,6 +218,52 @@ pub fn jobs_on_a_running_cluster(c: &TestCluster, nodes: &[&str], slots: u64) {
         "{again:?}"
     );
 
+    // A check holds the master's check lock while its horovodrun runs: a second `check`
+    // is refused in one line, and a job submitted meanwhile waits for it. The lock is held
+    // here by a stand-in for that first check (flock and sleep in the master's node; the
+    // local nodes are containers), so that neither depends on how long a check takes.
+    let master = format!("{}-master", c.name);
+    let holder = "/var/lib/hvd-cluster/jobs/.check";
+    let held = Command::new("docker")
+        .args(["exec", "-d", &master, "flock", "-o", holder, "sleep", "171"])
+        .output()
+        .expect("docker exec");
+    assert!(held.status.success(), "{held:?}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let free = Command::new("docker")
+            .args(["exec", &master, "flock", "-n", holder, "true"])
+            .status()
+            .expect("docker exec");
+        if !free.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stand-in never held the lock"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let line = super::one_error_line(&c.hvd(&["check", profile]), 1);
+    assert!(
+        line.contains("another `check` or `bench` is using every slot"),
+        "{line}"
+    );
+    let waiting = detach(c, &["true"]);
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        job(c, waiting)["state"],
+        "queued",
+        "job {waiting} started beside a check"
+    );
+    let released = Command::new("docker")
+        .args(["exec", &master, "pkill", "-f", "^sleep 171$"])
+        .output()
+        .expect("docker exec");
+    assert!(released.status.success(), "{released:?}");
+    let ran = wait_for(c, waiting, "ended", Duration::from_secs(60));
+    assert_eq!(ran["state"], "succeeded", "{ran}");
+
     // Bad numbers: exit 2, one line.
     for (bad, words) in [("99", "has no job 99"), ("1x", "is not a job number")] {
         for args in [vec!["logs", profile, bad], vec!["cancel", profile, bad]] {
