@@ -5,12 +5,12 @@
 //!
 //! The containers run our image (`container.source = "build"`: sent from this machine to the
 //! master, which passes its copy on to the worker). With `HVD_TEST_VMS_PULL=1` they run a
-//! user's own image instead (issue 25), a run by hand, not in scripts/test for CI's time (the
-//! guests' Docker unpacks the 1.65 GB pull for ~30 min under emulation): the stand-in for the
-//! public horovod/horovod images (nothing of ours inside, no sshd running, no Jupyter), pulled
-//! by the master from a private registry over TLS with basic auth (tests/registry/start,
-//! Debian's docker-registry on this machine, which the guests reach through their router), the
-//! tool supplying the runtime from outside the image.
+//! user's own image instead (issue 25), a run by hand, not in scripts/test for CI's time (21
+//! minutes alone in stop 52): the stand-in for the public horovod/horovod images (nothing of
+//! ours inside, no sshd running, no Jupyter), pulled by the master from a private registry over
+//! TLS with basic auth (tests/registry/start, Debian's docker-registry on this machine, which
+//! the guests reach through their router), by `scale`'s worker through the master's mirror,
+//! the tool supplying the runtime from outside the image.
 //!
 //! The guests one after the other: the master's (the profile's master with two slots, its
 //! worker left out by the test's profile) through `up` and the stages below, then a worker's
