@@ -106,6 +106,7 @@ pub enum Command {
         drain_grace: u64,
     },
     /// The acceptance check: containers, /shared, Jupyter, and an allreduce over every slot
+    /// (refused while a job is queued or running; a job submitted meanwhile waits for it)
     Check {
         file: PathBuf,
         #[arg(long)]
