@@ -17,6 +17,7 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::images;
 use crate::input;
+use crate::jobs::SlotClaim::BesideJobs;
 use crate::lifecycle;
 use crate::plan::{self, Action, Health, Kind, Plan, Role, Shortfall};
 use crate::profile::{self, ImageSource, Profile};
@@ -270,15 +271,8 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
     keep_discovery(&c.dir, &workers)?;
     keep_ifaces(&c.dir, &opened.sessions)?;
     let url = opened.jupyter_url(p, provider).await?;
-    // Beside a running job on purpose (a `scale` under an elastic job); a job submitted
-    // meanwhile waits for the check.
-    let check = check::run(
-        p,
-        &opened.sessions,
-        Some(url.at()),
-        crate::jobs::SlotClaim::BesideJobs,
-    )
-    .await?;
+    // Beside a running job on purpose (`scale` under an elastic job); new jobs wait for it.
+    let check = check::run(p, &opened.sessions, Some(url.at()), BesideJobs).await?;
     // After the check: the agent starts counting idle time on a cluster that works.
     let said = match autostop::converge(p, provider, &opened.master().ssh).await? {
         autostop::Outcome::Off | autostop::Outcome::InPlace => None,

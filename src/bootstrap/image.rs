@@ -137,6 +137,11 @@ impl Background {
         )
     }
 
+    /// Stops it and removes its pidfile: the end of a delivery, whatever its outcome.
+    pub fn end(self) -> String {
+        format!("{}; rm -f {}", self.stop(), self.pidfile)
+    }
+
     /// The script (under sudo) that stops a previous one, runs `prelude`, starts `command`
     /// (quoted by the caller) and waits up to 10 s until its log says `listening`; else runs
     /// `on_failure` and fails with the log.
@@ -285,14 +290,7 @@ pub async fn fan_out_image(
     }))
     .await;
     // The server exits once every worker was served; stop it anyway (the caller drops the file).
-    let _ = master
-        .ssh
-        .sudo(&format!(
-            "{}; rm -f {}",
-            IMAGE_SERVER.stop(),
-            IMAGE_SERVER.pidfile
-        ))
-        .await;
+    let _ = master.ssh.sudo(&IMAGE_SERVER.end()).await;
     fetched
 }
 

@@ -269,14 +269,13 @@ pub async fn deliver(
         .sudo(&format!("cat {} 2>/dev/null || true", MIRROR.log))
         .await
         .unwrap_or_default();
-    let stop_relay = format!("{}; rm -f {} {}", RELAY.stop(), RELAY.pidfile, RELAY.log);
+    let stop_relay = format!("{}; rm -f {}", RELAY.end(), RELAY.log);
     let _ = join_all(workers.iter().map(|w| w.ssh.sudo(&stop_relay))).await;
     let _ = master
         .ssh
         .sudo(&format!(
-            "{}; rm -rf {} {CACHE} {} /run/hvd-cluster-mirror-access.*",
-            MIRROR.stop(),
-            MIRROR.pidfile,
+            "{}; rm -rf {CACHE} {} /run/hvd-cluster-mirror-access.*",
+            MIRROR.end(),
             MIRROR.log
         ))
         .await;
