@@ -8,8 +8,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::cluster::Target;
 use crate::cmd::{
-    bench, check, completions, down, heal, jobs, jupyter, plan, run, scale, schema, ssh,
-    ssh_config, start, status, stop, up, validate,
+    bench, check, completions, down, heal, jobs, jupyter, plan, pull, push, run, scale, schema,
+    ssh, ssh_config, start, status, stop, up, validate,
 };
 use crate::context::Context;
 use crate::error::Error;
@@ -130,8 +130,9 @@ pub enum Command {
         /// Most processes an elastic job grows to [default: every slot now]
         #[arg(long, requires = "elastic")]
         max_np: Option<u32>,
-        /// Copy a local file into /shared (where the command runs) first; repeatable
-        #[arg(long, value_name = "FILE")]
+        /// Copy a local file or folder into /shared/NAME (where the command runs) first, as
+        /// `push` does; repeatable
+        #[arg(long, value_name = "PATH")]
         send: Vec<PathBuf>,
         /// Open MPI arguments for horovodrun --mpi-args (collective = "mpi"), after
         /// hvd-cluster's own, e.g. "--display-map --timestamp-output"
@@ -144,6 +145,45 @@ pub enum Command {
         /// The command each rank runs
         #[arg(last = true, required = true)]
         command: Vec<String>,
+    },
+    /// Copy a local folder (or file) into /shared on the cluster: only new or changed files
+    /// travel, in one stream, each file under its name only once whole
+    #[command(
+        after_help = "Example: hvd-cluster push profiles/local.toml ./data            # to /shared/data
+         hvd-cluster push profiles/local.toml ./code /shared/project --delete
+
+Files are the same when size and mtime are (or, with --checksum, their content). .gitignore and \
+.hvdignore are honoured in every folder of the tree, and --exclude adds patterns of the same \
+grammar. Links are copied as links, never followed. The free space on the cluster is checked \
+first. Interrupted (Ctrl-C, a lost link), the same command again sends only what is missing."
+    )]
+    Push {
+        file: PathBuf,
+        /// The local folder or file to send
+        local: PathBuf,
+        /// Where it lands: a path below /shared (`/shared/a/b`, or `a/b`) [default: /shared/NAME]
+        remote: Option<String>,
+        #[command(flatten)]
+        how: TransferArgs,
+    },
+    /// Copy a folder or file below /shared on the cluster to this machine: only new or changed
+    /// files travel, each under its name only once whole
+    #[command(
+        after_help = "Example: hvd-cluster pull profiles/local.toml /shared/checkpoints   # to ./checkpoints
+         hvd-cluster pull profiles/local.toml results/model.pt .
+
+The local path is what the remote folder becomes (its contents are mirrored there); a file \
+fetched into an existing folder lands in it under its own name. Interrupted, the same command \
+again fetches only what is missing."
+    )]
+    Pull {
+        file: PathBuf,
+        /// The folder or file on the cluster: a path below /shared (`/shared/a/b`, or `a/b`)
+        remote: String,
+        /// Where it lands here [default: ./NAME]
+        local: Option<PathBuf>,
+        #[command(flatten)]
+        how: TransferArgs,
     },
     /// The cluster's jobs: number, state (queued, running, succeeded, failed with its exit
     /// status, cancelled, interrupted), slots, how long it ran, command
@@ -285,6 +325,34 @@ pub enum Command {
     Man,
 }
 
+/// How `push` and `pull` compare and what they delete.
+#[derive(clap::Args, Debug)]
+pub struct TransferArgs {
+    /// Delete at the destination what the source does not have (excluded names are kept)
+    #[arg(long)]
+    pub delete: bool,
+    /// Compare files by content hash (SHA-256, both sides read every file), not size and mtime
+    #[arg(long)]
+    pub checksum: bool,
+    /// Leave out names matching PATTERN (.gitignore's grammar); repeatable
+    #[arg(long, value_name = "PATTERN")]
+    pub exclude: Vec<String>,
+    /// Never compress (by default zstd is used where a sample of the files compresses)
+    #[arg(long)]
+    pub no_compress: bool,
+}
+
+impl From<TransferArgs> for crate::transfer::Options {
+    fn from(a: TransferArgs) -> Self {
+        crate::transfer::Options {
+            delete: a.delete,
+            checksum: a.checksum,
+            excludes: a.exclude,
+            no_compress: a.no_compress,
+        }
+    }
+}
+
 #[derive(clap::Args, Debug)]
 pub struct TargetArgs {
     /// The cluster profile (TOML)
@@ -326,7 +394,11 @@ impl Command {
     pub fn handles_interrupt(&self) -> bool {
         matches!(
             self,
-            Command::Bench { .. } | Command::Run { .. } | Command::Logs { .. }
+            Command::Bench { .. }
+                | Command::Run { .. }
+                | Command::Logs { .. }
+                | Command::Push { .. }
+                | Command::Pull { .. }
         )
     }
 
@@ -374,6 +446,18 @@ impl Command {
                 )
                 .await
             }
+            Command::Push {
+                file,
+                local,
+                remote,
+                how,
+            } => push::push(ctx, &file, &local, remote.as_deref(), &how.into()).await,
+            Command::Pull {
+                file,
+                remote,
+                local,
+                how,
+            } => pull::pull(ctx, &file, &remote, local.as_deref(), &how.into()).await,
             Command::Jobs { file, json } => jobs::list(ctx, &file, json).await,
             Command::Logs { file, id, follow } => {
                 jobs::logs(ctx, &file, id.as_deref(), follow).await

@@ -41,6 +41,9 @@ pub enum Error {
     /// A public Jupyter's certificate: the profile's files are bad input (exit 2).
     #[error(transparent)]
     JupyterTls(#[from] crate::jupyter_tls::TlsError),
+    /// `push`, `pull`: a refused path or no room is bad input (exit 2).
+    #[error(transparent)]
+    Transfer(#[from] crate::transfer::TransferError),
     /// Bad arguments: exit 2.
     #[error("{0}")]
     Usage(String),
@@ -75,6 +78,7 @@ impl Error {
             | Error::Registry(_)
             | Error::Provider(ProviderError::Resolve { .. }) => 2,
             Error::JupyterTls(e) if e.is_bad_input() => 2,
+            Error::Transfer(e) if e.is_bad_input() => 2,
             Error::Quota(_) | Error::Provider(ProviderError::Quota(_)) => 3,
             Error::Apply(ApplyError::Step {
                 source: ProviderError::Quota(_),

@@ -13,7 +13,8 @@
 //!    [`state`], [`render`], [`mpi`], [`jobs`] (the jobs on the master: their grammar and
 //!    the runner's words);
 //! 3. the providers: [`provider`] (the only code that talks to a cloud);
-//! 4. the engines: [`apply`], [`bootstrap`], [`check`], [`bench`](mod@bench);
+//! 4. the engines: [`apply`], [`bootstrap`], [`check`], [`bench`](mod@bench), [`transfer`]
+//!    (`push` and `pull` of a tree to and from `/shared`);
 //! 5. what commands share: [`context`] (the options every command runs with), [`error`]
 //!    (what a command fails with, and its exit code), [`cluster`] (a cluster that exists:
 //!    its nodes, ssh_config and sessions);
@@ -59,4 +60,5 @@ pub mod render;
 pub mod ssh;
 pub mod state;
 pub mod templates;
+pub mod transfer;
 pub mod wait;

@@ -59,6 +59,21 @@ impl Progress {
         bar
     }
 
+    /// A bar counting `total` bytes (with the rate); its message says what else is counted.
+    pub fn bytes_bar(&self, what: &str, total: u64) -> ProgressBar {
+        let bar = self.multi.add(ProgressBar::new(total));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {prefix} [{bar:20}] {bytes}/{total_bytes} {binary_bytes_per_sec} {elapsed} {wide_msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.set_prefix(what.to_string());
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    }
+
     /// A spinner for one step of unknown length.
     pub fn spinner(&self, what: &str) -> ProgressBar {
         let bar = self.multi.add(ProgressBar::new_spinner());

@@ -1,7 +1,7 @@
 //! Every file under `templates/` that reaches a node, compiled into the binary and named in one
 //! table: the tera templates the renderer loads ([`ALL`]; the bootstrap steps name theirs by
 //! these constants) and the plain files copied as they are ([`IMAGE_SERVE`], [`IMAGE_FETCH`],
-//! [`IMAGE_MIRROR`], [`AUTOSTOP_AGENT`], [`JOB_RUNNER`], [`CHECK_JOB`]). A new template is one constant here and one entry in [`ALL`]. Pure data.
+//! [`IMAGE_MIRROR`], [`AUTOSTOP_AGENT`], [`JOB_RUNNER`], [`TREE_SYNC`], [`CHECK_JOB`]). A new template is one constant here and one entry in [`ALL`]. Pure data.
 
 /// A template shipped in the binary: its name (as the renderer knows it) and its text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +98,9 @@ pub const AUTOSTOP_AGENT: &str = include_str!("../templates/node/autostop_agent.
 /// The master's job runner (`run`, `jobs`, `logs`, `cancel`; arguments on the command line).
 pub const JOB_RUNNER: &str = include_str!("../templates/node/job_runner.sh");
 
+/// The master's end of `push` and `pull` (its verb on the command line, the rest on stdin).
+pub const TREE_SYNC: &str = include_str!("../templates/node/tree_sync.py");
+
 /// The acceptance check job, run by every rank.
 pub const CHECK_JOB: &str = include_str!("../templates/check/hvd_check.py");
 
@@ -127,6 +130,7 @@ mod tests {
             "image_mirror.py".to_string(),
             "autostop_agent.py".to_string(),
             "job_runner.sh".to_string(),
+            "tree_sync.py".to_string(),
         ]);
         named.sort();
         let before = named.len();

@@ -603,7 +603,7 @@ fn autostop_then_start(
     loop {
         use hvd_cluster::openstack::ServerStatus;
         // the log over SSH every 10 s: the master's guest is slow to answer
-        if looks % 5 == 0 {
+        if looks.is_multiple_of(5) {
             if let Some(log) = agent_log() {
                 last_log = log;
             }

@@ -43,7 +43,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("providers", &["provider"]),
     (
         "engines",
-        &["apply", "bootstrap", "check", "bench", "autostop"],
+        &[
+            "apply",
+            "bootstrap",
+            "check",
+            "bench",
+            "autostop",
+            "transfer",
+        ],
     ),
     ("what commands share", &["context", "error", "cluster"]),
     ("the shared up", &["converge", "lifecycle"]),

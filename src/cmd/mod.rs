@@ -15,6 +15,8 @@ pub mod jobs;
 pub mod jupyter;
 pub mod output;
 pub mod plan;
+pub mod pull;
+pub mod push;
 pub mod run;
 pub mod scale;
 pub mod schema;

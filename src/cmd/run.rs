@@ -2,12 +2,11 @@
 //! job runner detached from this process ([`crate::jobs`]): closing the laptop, a lost
 //! connection or Ctrl-C stops following it, not the job. Without `--detach` the job's output
 //! is followed from its first line and `run` ends with its exit status. `--send` copies files
-//! into /shared first.
+//! and folders into /shared first, as `push` does.
 
 use std::path::{Path, PathBuf};
 
 use super::jobs::{follow, interrupt_signal, mark_submitted, master_only, write_runner};
-use super::shown_path;
 use crate::bootstrap::BootstrapError;
 use crate::check;
 use crate::cluster::{self, Existing};
@@ -29,6 +28,15 @@ pub async fn run(
     // Ctrl-C is this command's own: before the job is submitted it submits nothing; once it
     // is, it stops following and says how to follow or end the job.
     let mut interrupt = interrupt_signal()?;
+    // Where each --send lands, checked before anything is asked of the cloud.
+    let no_options = crate::transfer::Options::default();
+    let sends = send
+        .iter()
+        .map(|local| {
+            let remote = super::push::remote_for(local, None)?;
+            Ok((crate::transfer::Source::read(local, &no_options)?, remote))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
     let prepared = async {
         let existing = cluster::existing(ctx, file).await?;
         let p = &existing.profile;
@@ -47,19 +55,12 @@ pub async fn run(
                 (opened.sessions.swap_remove(0), ifaces)
             }
         };
-        for local in send {
-            let name = local.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
-                Error::Usage(format!("--send {}: not a file name", shown_path(local)))
-            })?;
-            let body = std::fs::read(local)
-                .map_err(|e| Error::Usage(format!("--send {}: {e}", shown_path(local))))?;
-            master
-                .ssh
-                .write_file(&format!("/shared/{name}"), &body, 0o644)
-                .await
-                .map_err(BootstrapError::from)?;
-            ctx.progress
-                .line(format!("sent {} to /shared/{name}", local.display()));
+        // Each file or folder to /shared/NAME, as `push` sends it (only what changed travels).
+        for (source, remote) in sends {
+            let summary =
+                crate::transfer::push(&master.ssh, source, &remote, &no_options, &ctx.progress)
+                    .await?;
+            ctx.progress.line(summary.to_string());
         }
         let nodes: Vec<check::LaunchNode> = existing
             .nodes
