@@ -584,3 +584,54 @@ fn a_hostile_apt_mirror_is_refused_before_anything_happens() {
         .collect()
     });
 }
+
+/// `push` and `pull` (issue 49): a path on the cluster outside /shared, or one that climbs,
+/// runs shell text or fakes the terminal, and a local path that is missing, a link to nothing
+/// or a loop of links, are refused by their own grammar (exit 2, named) before the profile,
+/// the cloud or a node is read or asked anything.
+#[test]
+fn push_and_pull_refuse_hostile_paths_before_anything_happens() {
+    let sandbox = Sandbox::new();
+    let canary = sandbox.canary.display().to_string();
+    let profile = sandbox.profile(0, BASE);
+    let profile = profile.to_str().unwrap();
+    let data = sandbox.root.join("data");
+    fs::create_dir_all(&data).unwrap();
+    fs::write(data.join("x"), "x").unwrap();
+    std::os::unix::fs::symlink("loop", sandbox.root.join("loop")).unwrap();
+    std::os::unix::fs::symlink("nowhere", sandbox.root.join("dangling")).unwrap();
+    let data = data.to_str().unwrap();
+    let before = sandbox.snapshot();
+    let remotes = [
+        "/etc/passwd".to_string(),
+        "/shared".into(),
+        "/shared/".into(),
+        "/shared/../etc".into(),
+        "/shared/a/../../root".into(),
+        "../x".into(),
+        "a//b".into(),
+        "/sharedx/y".into(),
+        format!("/shared/$(touch {canary})\nx"),
+        "/shared/\u{1b}]0;pwned\u{7}".into(),
+        format!("/shared/{}", "a\n".repeat(50_000)),
+    ];
+    for remote in &remotes {
+        let case = format!("push to {:?}", remote.chars().take(40).collect::<String>());
+        assert_refused(&sandbox.run(&["push", profile, data, remote]), &case, "`");
+        sandbox.assert_untouched(&before, &case);
+        let case = format!("pull of {:?}", remote.chars().take(40).collect::<String>());
+        assert_refused(&sandbox.run(&["pull", profile, remote, data]), &case, "`");
+        sandbox.assert_untouched(&before, &case);
+    }
+    for (local, says) in [
+        ("loop", "loop"),
+        ("dangling", "a link to nothing"),
+        ("missing", "no such file or folder"),
+    ] {
+        let path = sandbox.root.join(local);
+        let case = format!("push of {local}");
+        let out = sandbox.run(&["push", profile, path.to_str().unwrap(), "/shared/x"]);
+        assert_refused(&out, &case, says);
+        sandbox.assert_untouched(&before, &case);
+    }
+}

@@ -1,7 +1,8 @@
 //! The local provider end to end, on this machine's real Docker engine: `up` builds the
 //! images (cached), creates a master and 2 workers as containers, bootstraps them over SSH,
 //! and passes the acceptance check (containers, /shared over NFS, Jupyter's title, an
-//! allreduce where every rank reports its host); a real training job runs on all 3 hosts;
+//! allreduce where every rank reports its host); a real training job runs on all 3 hosts, sent
+//! as a folder; a tree goes to /shared and back with `push` and `pull` (one SIGKILLed);
 //! `up` again changes nothing; `stop` and `start` bring the same cluster back with /shared
 //! as it was; a master host key changed behind the tool's back stops the next command with one
 //! line; `bench` reports and stops on Ctrl-C (tests/common/bench_report.rs); `down` leaves no
@@ -119,10 +120,10 @@ fn local_cluster_up_check_train_again_down() {
             "run",
             profile,
             "--send",
-            "examples/train.py",
+            "examples",
             "--",
             "python",
-            "train.py",
+            "examples/train.py",
         ]);
         assert!(run.status.success());
         let out = String::from_utf8_lossy(&run.stdout);
@@ -140,6 +141,9 @@ fn local_cluster_up_check_train_again_down() {
 
         // That run was job 1: the jobs on this cluster (issue 34).
         common::jobs::jobs_on_a_running_cluster(&c, &["master", "worker-1", "worker-2"], 3);
+
+        // A dataset's way in and the results' way out (issue 49).
+        common::transfer::push_and_pull_on_a_running_cluster(&c, "worker-1");
 
         // The containers' key opens the containers' sshd, never a host's (issue 35).
         let nodes: Vec<String> = ["master", "worker-1", "worker-2"]

@@ -10,6 +10,7 @@ pub mod jobs;
 pub mod jupyter;
 pub mod mnist;
 pub mod registry;
+pub mod transfer;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
