@@ -46,28 +46,28 @@ impl Progress {
 
     /// A bar counting `total` things to wait for; its message says what is awaited.
     pub fn bar(&self, what: &str, total: u64) -> ProgressBar {
-        let bar = self.multi.add(ProgressBar::new(total));
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {prefix} [{bar:20}] {pos}/{len} {elapsed} {wide_msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        bar.set_prefix(what.to_string());
-        bar.enable_steady_tick(Duration::from_millis(200));
-        bar
+        self.bar_of(
+            "{spinner} {prefix} [{bar:20}] {pos}/{len} {elapsed} {wide_msg}",
+            what,
+            total,
+        )
     }
 
     /// A bar counting `total` bytes (with the rate); its message says what else is counted.
     pub fn bytes_bar(&self, what: &str, total: u64) -> ProgressBar {
+        self.bar_of(
+            "{spinner} {prefix} [{bar:20}] {bytes}/{total_bytes} {binary_bytes_per_sec} {elapsed} {wide_msg}",
+            what,
+            total,
+        )
+    }
+
+    fn bar_of(&self, template: &str, what: &str, total: u64) -> ProgressBar {
         let bar = self.multi.add(ProgressBar::new(total));
         bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {prefix} [{bar:20}] {bytes}/{total_bytes} {binary_bytes_per_sec} {elapsed} {wide_msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+            ProgressStyle::with_template(template)
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
         );
         bar.set_prefix(what.to_string());
         bar.enable_steady_tick(Duration::from_millis(200));

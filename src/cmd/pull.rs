@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::jobs::{interrupt_signal, master_only};
-use super::push::interrupted;
+use super::jobs::master_only;
+use super::push::until_interrupted;
 use crate::cluster;
 use crate::context::Context;
 use crate::error::Error;
@@ -20,17 +20,10 @@ pub async fn pull(
 ) -> Result<u8, Error> {
     let remote = SharedPath::parse(remote).map_err(|e| Error::Usage(e.0))?;
     let local = local.map_or_else(|| PathBuf::from(remote.name()), Path::to_path_buf);
-    let mut interrupt = interrupt_signal()?;
-    let work = async {
+    until_interrupted("pull", "fetches", async {
         let existing = cluster::existing(ctx, file).await?;
         let master = master_only(ctx, &existing).await?;
-        let summary = transfer::pull(&master.ssh, &remote, &local, opts, &ctx.progress).await?;
-        Ok::<_, Error>(summary)
-    };
-    let summary = tokio::select! {
-        done = work => done?,
-        _ = interrupt.recv() => return Err(interrupted("pull", "fetches")),
-    };
-    println!("{summary}");
-    Ok(0)
+        Ok(transfer::pull(&master.ssh, &remote, &local, opts, &ctx.progress).await?)
+    })
+    .await
 }

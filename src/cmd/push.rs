@@ -22,16 +22,27 @@ pub async fn push(
     // Every path is checked before the cloud or a node is asked anything.
     let remote = remote_for(local, remote)?;
     let source = transfer::Source::read(local, opts)?;
-    let mut interrupt = interrupt_signal()?;
-    let work = async {
+    until_interrupted("push", "sends", async {
         let existing = cluster::existing(ctx, file).await?;
         let master = master_only(ctx, &existing).await?;
-        let summary = transfer::push(&master.ssh, source, &remote, opts, &ctx.progress).await?;
-        Ok::<_, Error>(summary)
-    };
+        Ok(transfer::push(&master.ssh, source, &remote, opts, &ctx.progress).await?)
+    })
+    .await
+}
+
+/// Runs a transfer until it ends, printing its summary, or until Ctrl-C: every file that
+/// arrived is whole then, and the same command again moves only what is missing.
+pub(super) async fn until_interrupted(
+    verb: &str,
+    what: &str,
+    work: impl std::future::Future<Output = Result<transfer::Summary, Error>>,
+) -> Result<u8, Error> {
+    let mut interrupt = interrupt_signal()?;
     let summary = tokio::select! {
         done = work => done?,
-        _ = interrupt.recv() => return Err(interrupted("push", "sends")),
+        _ = interrupt.recv() => return Err(Error::Stopped(format!(
+            "interrupted: every file that arrived is whole; the same `{verb}` again {what} only what is missing"
+        ))),
     };
     println!("{summary}");
     Ok(0)
@@ -57,10 +68,4 @@ pub(super) fn remote_for(local: &Path, remote: Option<&str>) -> Result<SharedPat
             SharedPath::for_name(&named).map_err(refused)
         }
     }
-}
-
-pub(super) fn interrupted(verb: &str, what: &str) -> Error {
-    Error::Stopped(format!(
-        "interrupted: every file that arrived is whole; the same `{verb}` again {what} only what is missing"
-    ))
 }

@@ -214,15 +214,21 @@ def scan(dir_fd, prefix, hashes):
             continue  # gone while we looked
 
 
+def read_root(verb):
+    """The call's first record, its root: (root path, mode bits)."""
+    kind, mode, _, _, root, _, _ = read_record()
+    if kind != b"R":
+        raise Refused("%s: the input does not start with its root" % verb)
+    return root, mode
+
+
 def free_bytes(fd):
     st = os.fstatvfs(fd)
     return st.f_bavail * st.f_frsize
 
 
 def manifest():
-    kind, mode, _, _, root, _, _ = read_record()
-    if kind != b"R":
-        raise Refused("manifest: the request does not start with its root")
+    root, mode = read_root("manifest")
     hashes = bool(mode & 1)
     parts = root_parts(root)
     # The root may not exist yet: free space is read at its nearest existing folder.
@@ -325,6 +331,18 @@ def counter():
 COUNTER = counter()
 
 
+def put_in_place(tmp, name, dir_fd, path):
+    """Renames a whole temporary file or link to its name, unless a folder is in the way."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            os.unlink(tmp, dir_fd=dir_fd)
+            raise Refused("%s is a folder here: push with --delete to replace it" % shown(path or name))
+    except FileNotFoundError:
+        pass
+    os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
 def receive_file(dir_fd, name, mode):
     tmp = part_name(name)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
@@ -351,14 +369,8 @@ def receive_file(dir_fd, name, mode):
         os.utime(fd, ns=(mtime, mtime))
         os.close(fd)
         fd = -1
-        try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode):
-                raise Refused("%s is a folder here: push with --delete to replace it" % shown(name))
-        except FileNotFoundError:
-            pass
-        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        tmp = None
+        done, tmp = tmp, None
+        put_in_place(done, name, dir_fd, b"")
         return written
     finally:
         if fd >= 0:
@@ -371,9 +383,7 @@ def receive_file(dir_fd, name, mode):
 
 
 def receive():
-    kind, mode, _, _, root, _, _ = read_record()
-    if kind != b"R":
-        raise Refused("receive: the stream does not start with its root")
+    root, mode = read_root("receive")
     is_file = bool(mode & 1)
     held = lock(root)
     r = Root(root, create=True)
@@ -412,16 +422,7 @@ def receive():
         elif kind == b"l":
             tmp = part_name(name)
             os.symlink(link, tmp, dir_fd=dir_fd)
-            try:
-                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode):
-                    raise Refused("%s is a folder here: push with --delete to replace it" % shown(path))
-            except FileNotFoundError:
-                pass
-            except Refused:
-                os.unlink(tmp, dir_fd=dir_fd)
-                raise
-            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            put_in_place(tmp, name, dir_fd, path)
         elif kind == b"f":
             n = receive_file(dir_fd, name, mode)
             if n is not None:
@@ -458,9 +459,7 @@ def entropy(sample):
 
 def send():
     global out
-    kind, mode, _, _, root, _, _ = read_record()
-    if kind != b"R":
-        raise Refused("send: the request does not start with its root")
+    root, mode = read_root("send")
     is_file = bool(mode & 1)
     zstd_ok = bool(mode & 2)
     wanted = []

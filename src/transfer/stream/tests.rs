@@ -114,6 +114,16 @@ fn hostile_tree(root: &Path) {
     std::os::unix::fs::symlink("a b.txt", p(b"inside-link")).unwrap();
 }
 
+/// A temporary folder with `local` (the hostile tree) and an empty `shared` in it.
+fn local_and_shared() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let (local, shared) = (t.path().join("local"), t.path().join("shared"));
+    std::fs::create_dir_all(&local).unwrap();
+    std::fs::create_dir_all(&shared).unwrap();
+    hostile_tree(&local);
+    (t, local, shared)
+}
+
 /// The stream a push of `local` into `dest` (below shared) sends, against `there`.
 fn push_stream(local: &Path, dest: &Path, there: &[Entry], delete: bool) -> Vec<u8> {
     let c = changes(&all(local), there, delete, false);
@@ -149,11 +159,7 @@ fn manifest_of(shared: &Path, dest: &Path) -> Vec<Entry> {
 #[test]
 fn a_pushed_tree_arrives_whole_with_its_names_modes_times_and_links_and_a_second_push_sends_nothing(
 ) {
-    let t = tempfile::tempdir().unwrap();
-    let (local, shared) = (t.path().join("local"), t.path().join("shared"));
-    std::fs::create_dir_all(&local).unwrap();
-    std::fs::create_dir_all(&shared).unwrap();
-    hostile_tree(&local);
+    let (_t, local, shared) = local_and_shared();
     let dest = shared.join("data set");
     let (code, out, err) = node(&shared, "receive", &push_stream(&local, &dest, &[], false));
     assert_eq!(code, 0, "{err}");
@@ -187,11 +193,7 @@ fn a_pushed_tree_arrives_whole_with_its_names_modes_times_and_links_and_a_second
 
 #[test]
 fn an_interrupted_push_leaves_no_half_file_and_the_next_one_sends_only_what_is_missing() {
-    let t = tempfile::tempdir().unwrap();
-    let (local, shared) = (t.path().join("local"), t.path().join("shared"));
-    std::fs::create_dir_all(&local).unwrap();
-    std::fs::create_dir_all(&shared).unwrap();
-    hostile_tree(&local);
+    let (_t, local, shared) = local_and_shared();
     let dest = shared.join("d");
     let full = push_stream(&local, &dest, &[], false);
     // cut in the middle of big.bin's body (the largest file: its chunks are most of the stream)
