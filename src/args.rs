@@ -158,6 +158,7 @@ grammar. Links are copied as links, never followed. The free space on the cluste
 first. Interrupted (Ctrl-C, a lost link), the same command again sends only what is missing."
     )]
     Push {
+        /// The cluster profile (TOML)
         file: PathBuf,
         /// The local folder or file to send
         local: PathBuf,
@@ -177,6 +178,7 @@ fetched into an existing folder lands in it under its own name. Interrupted, the
 again fetches only what is missing."
     )]
     Pull {
+        /// The cluster profile (TOML)
         file: PathBuf,
         /// The folder or file on the cluster: a path below /shared (`/shared/a/b`, or `a/b`)
         remote: String,
