@@ -9,7 +9,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::cluster::Target;
 use crate::cmd::{
     bench, check, completions, down, heal, jobs, jupyter, plan, pull, push, run, scale, schema,
-    ssh, ssh_config, start, status, stop, up, validate,
+    ssh, ssh_config, stage, start, status, stop, up, validate,
 };
 use crate::context::Context;
 use crate::error::Error;
@@ -186,6 +186,32 @@ again fetches only what is missing."
         local: Option<PathBuf>,
         #[command(flatten)]
         how: TransferArgs,
+    },
+    /// Copy a folder (or file) below /shared onto every node's own disk, /staged/NAME in the
+    /// containers: sent once down a tree of the nodes, each passing the bytes on as it writes
+    #[command(
+        after_help = "Example: hvd-cluster push profiles/local.toml ./tiny-imagenet      # to /shared/tiny-imagenet
+         hvd-cluster stage profiles/local.toml /shared/tiny-imagenet  # to /staged/tiny-imagenet on every node
+
+Training then reads /staged/NAME at the speed of the node's own disk (the flavor's ephemeral \
+disk where it has one, else its root disk) instead of over NFS. Only the nodes that lack \
+something take part, and only what any of them lacks travels; every node's free space is \
+checked first. Files are the same when size and mtime are (or, with --checksum, their \
+content); --delete removes from the copies what the source no longer has. Interrupted, the \
+same command again sends only what is missing. A node's ephemeral disk is blank again after \
+`stop` and `start`: stage again then."
+    )]
+    Stage {
+        /// The cluster profile (TOML)
+        file: PathBuf,
+        /// The folder or file to copy: a path below /shared (`/shared/a/b`, or `a/b`)
+        source: String,
+        /// Delete from the copies what the source does not have
+        #[arg(long)]
+        delete: bool,
+        /// Compare files by content hash (SHA-256, every node reads its copy), not size and mtime
+        #[arg(long)]
+        checksum: bool,
     },
     /// The cluster's jobs: number, state (queued, running, succeeded, failed with its exit
     /// status, cancelled, interrupted), slots, how long it ran, command
@@ -401,6 +427,7 @@ impl Command {
                 | Command::Logs { .. }
                 | Command::Push { .. }
                 | Command::Pull { .. }
+                | Command::Stage { .. }
         )
     }
 
@@ -460,6 +487,19 @@ impl Command {
                 local,
                 how,
             } => pull::pull(ctx, &file, &remote, local.as_deref(), &how.into()).await,
+            Command::Stage {
+                file,
+                source,
+                delete,
+                checksum,
+            } => {
+                let opts = crate::transfer::Options {
+                    delete,
+                    checksum,
+                    ..Default::default()
+                };
+                stage::stage(ctx, &file, &source, &opts).await
+            }
             Command::Jobs { file, json } => jobs::list(ctx, &file, json).await,
             Command::Logs { file, id, follow } => {
                 jobs::logs(ctx, &file, id.as_deref(), follow).await

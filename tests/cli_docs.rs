@@ -63,7 +63,7 @@ fn bash_loads_the_completions_and_completes_commands_and_options() {
         .unwrap_or_default();
     let mut got: Vec<&str> = commands.split_whitespace().collect();
     got.sort();
-    assert_eq!(got, ["start", "status", "stop"], "{said}");
+    assert_eq!(got, ["stage", "start", "status", "stop"], "{said}");
     let options = said
         .lines()
         .find_map(|l| l.strip_prefix("options: "))

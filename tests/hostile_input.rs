@@ -590,7 +590,7 @@ fn a_hostile_apt_mirror_is_refused_before_anything_happens() {
 /// or a loop of links, are refused by their own grammar (exit 2, named) before the profile,
 /// the cloud or a node is read or asked anything.
 #[test]
-fn push_and_pull_refuse_hostile_paths_before_anything_happens() {
+fn push_pull_and_stage_refuse_hostile_paths_before_anything_happens() {
     let sandbox = Sandbox::new();
     let canary = sandbox.canary.display().to_string();
     let profile = sandbox.profile(0, BASE);
@@ -621,6 +621,9 @@ fn push_and_pull_refuse_hostile_paths_before_anything_happens() {
         sandbox.assert_untouched(&before, &case);
         let case = format!("pull of {:?}", remote.chars().take(40).collect::<String>());
         assert_refused(&sandbox.run(&["pull", profile, remote, data]), &case, "`");
+        sandbox.assert_untouched(&before, &case);
+        let case = format!("stage of {:?}", remote.chars().take(40).collect::<String>());
+        assert_refused(&sandbox.run(&["stage", profile, remote]), &case, "`");
         sandbox.assert_untouched(&before, &case);
     }
     for (local, says) in [

@@ -22,6 +22,7 @@ pub mod scale;
 pub mod schema;
 pub mod ssh;
 pub mod ssh_config;
+pub mod stage;
 pub mod start;
 pub mod status;
 pub mod stop;

@@ -173,9 +173,19 @@ pub fn changes(source: &[Entry], dest: &[Entry], delete: bool, by_hash: bool) ->
                 .map(<[u8]>::to_vec),
         );
     }
+    let deletes = top_most(deletes);
+    out.deleted = deletes.len() as u64;
+    out.actions = deletes.into_iter().map(Action::Delete).collect();
+    out.actions.extend(dirs);
+    out.actions.extend(rest);
+    out
+}
+
+/// The deletions sorted, each once, and only the top-most: a deleted folder takes its entries
+/// with it.
+pub fn top_most(mut deletes: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
     deletes.sort();
     deletes.dedup();
-    // Only the top-most: a deleted folder takes its entries with it.
     let mut top: Vec<Vec<u8>> = Vec::new();
     let mut tops: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
     for p in deletes {
@@ -188,12 +198,7 @@ pub fn changes(source: &[Entry], dest: &[Entry], delete: bool, by_hash: bool) ->
             top.push(p);
         }
     }
-    let deletes = top;
-    out.deleted = deletes.len() as u64;
-    out.actions = deletes.into_iter().map(Action::Delete).collect();
-    out.actions.extend(dirs);
-    out.actions.extend(rest);
-    out
+    top
 }
 
 fn content_action(e: &Entry, out: &mut Changes) -> Action {

@@ -16,11 +16,13 @@
 pub mod diff;
 pub mod paths;
 mod pull;
+pub mod stage;
 pub mod stream;
 pub mod tree;
 pub mod wire;
 
 pub use pull::pull;
+pub use stage::stage;
 
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -159,9 +161,20 @@ struct RemoteTree {
 
 /// Runs a call on the master with `input` on stdin; its stdout, or the error it said.
 async fn call(ssh: &Ssh, verb: &str, input: Vec<u8>) -> Result<Vec<u8>, TransferError> {
+    call_command(ssh, &tree_sync(verb), verb, input).await
+}
+
+/// Runs `command` on a node with `input` on stdin; its stdout, or the error it said (`verb`
+/// names the call in it).
+async fn call_command(
+    ssh: &Ssh,
+    command: &str,
+    verb: &str,
+    input: Vec<u8>,
+) -> Result<Vec<u8>, TransferError> {
     let mut child = ssh
         .session()
-        .raw_command(tree_sync(verb))
+        .raw_command(command)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -211,9 +224,9 @@ fn remote_failed(ssh: &Ssh, verb: &str, code: Option<i32>, stderr: &[u8]) -> Tra
     }
 }
 
-async fn manifest(ssh: &Ssh, root: &SharedPath, hashes: bool) -> Result<RemoteTree, TransferError> {
+async fn manifest(ssh: &Ssh, root: &str, hashes: bool) -> Result<RemoteTree, TransferError> {
     let mut request = Vec::new();
-    let mut r = Record::new(Kind::Root, root.as_str().as_bytes());
+    let mut r = Record::new(Kind::Root, root.as_bytes());
     r.mode = u32::from(hashes);
     r.encode(&mut request);
     let out = call(ssh, "manifest", request).await?;
@@ -365,7 +378,7 @@ pub async fn push(
         entries,
     } = source;
     let local_root = local_root.as_path();
-    let (source, there) = tokio::join!(entries, manifest(ssh, remote, opts.checksum));
+    let (source, there) = tokio::join!(entries, manifest(ssh, remote.as_str(), opts.checksum));
     let source = source.map_err(|e| TransferError::Local(format!("reading the tree: {e}")))??;
     let there = there?;
     match (kind, there.kind, there.other) {

@@ -25,7 +25,7 @@ pub async fn pull(
 ) -> Result<Summary, TransferError> {
     let started = Instant::now();
     let excludes = Excludes::new(&opts.excludes)?;
-    let there = manifest(ssh, remote, opts.checksum).await?;
+    let there = manifest(ssh, remote.as_str(), opts.checksum).await?;
     let is_file = match (there.kind, there.other) {
         (RootKind::Dir, false) => false,
         (RootKind::File, false) => true,

@@ -1,9 +1,12 @@
-# (Re)creates the Horovod container: host network, /shared, the containers' key (never the
+# (Re)creates the Horovod container: host network, /shared, /staged, the containers' key (never the
 # hosts' login key), and the node names (ssh_config.d) that the elastic discovery script prints.
 # On the master, Jupyter Lab also reads the folder JUPYTER_CONFIG_PATH names, where a public
 # Jupyter's HTTPS certificate is set (written by the "keys and files" step).
 set -e
 image={{ image | shell_quote }}
+# `hvd-cluster stage` copies datasets from /shared onto this node's own disk: /staged in the
+# container (on the data disk where the flavor has one).
+install -d -m 755 /var/lib/hvd-cluster/data/staged
 {% if runtime == "tool" %}# A user's image: what the cluster needs comes from the runtime folder (runtime.apply.sh),
 # not from the image. The container runs the runtime's entry script as root; the image's own
 # ENTRYPOINT, CMD and USER are not run (the first two would start its own program, and sshd
@@ -53,6 +56,7 @@ docker run -d --name hvd --restart unless-stopped --network host \
   --label "hvd-cluster.runtime=$(cat "$kit/stamp")" \
   -e HVD_SSH_PORT={{ ssh_port }} -e PATH="$path" \
   -v /shared:/shared \
+  -v /var/lib/hvd-cluster/data/staged:/staged \
   -v /etc/hvd-cluster:/etc/hvd-cluster:ro \
   -v "$kit:$kit:ro" \
 {% if gpus > 0 %}  --gpus all \
@@ -64,6 +68,7 @@ docker run -d --name hvd --restart unless-stopped --network host \
   --label hvd-cluster.config={{ config_hash }} \
   -e HVD_SSH_PORT={{ ssh_port }} \
   -v /shared:/shared \
+  -v /var/lib/hvd-cluster/data/staged:/staged \
   -v /etc/hvd-cluster:/etc/hvd-cluster:ro \
   -v /etc/hvd-cluster/ssh_config.d:/etc/ssh/ssh_config.d:ro \
 {% if gpus > 0 %}  --gpus all \

@@ -8,6 +8,9 @@ the whole tree fills in about the time of one transfer (a child that fails is dr
 its own byte count). Fails unless exactly BYTES arrived; the content itself is checked
 downstream (zstd's frame checksum, docker's layer digests). Writes `bytes=N secs=S children=C`
 to REPORT. Written by hvd-cluster.
+`stage` sends a tree from /shared down the same tree: on the master ADDRESS is `-` (the bytes
+come on standard input, from tree_sync.py stage), and BYTES is `-` everywhere (the length is
+not known ahead; tree_sync.py receive, reading the output, fails on a stream cut short).
 usage: image_fetch.py ADDRESS PORT BYTES REPORT [BIND CHILD...]"""
 import socket
 import sys
@@ -46,11 +49,25 @@ def accept_children(bind, port, expected):
     return children
 
 
+class Stdin:
+    """Standard input as the parent (the master's end of `stage`)."""
+
+    def recv_into(self, buf):
+        return sys.stdin.buffer.readinto1(buf)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 def main():
-    host, port, size, report = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    host, port, size, report = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    size = None if size == "-" else int(size)
     children = accept_children(sys.argv[5], port, sys.argv[6:]) if len(sys.argv) > 5 else []
     deadline = time.monotonic() + 120
-    while True:
+    while host != "-":
         try:
             conn = socket.create_connection((host, port), timeout=10)
             break
@@ -59,8 +76,11 @@ def main():
                 print("cannot connect to %s:%d: %s" % (host, port, e), file=sys.stderr)
                 return 1
             time.sleep(0.5)
-    # generous: the pipe's reader (docker load under emulation) may stall the stream a while
-    conn.settimeout(600)
+    if host == "-":
+        conn = Stdin()
+    else:
+        # generous: the pipe's reader (docker load under emulation) may stall the stream a while
+        conn.settimeout(600)
     got = 0
     started = time.monotonic()
     buf = bytearray(1 << 20)
@@ -69,7 +89,7 @@ def main():
     with conn:
         while True:
             n = conn.recv_into(buf)
-            if n == 0:
+            if not n:
                 break
             chunk = view[:n]
             for child in list(children):
@@ -85,7 +105,7 @@ def main():
     for _, c in children:
         c.close()
     secs = max(time.monotonic() - started, 1e-6)
-    if got != size:
+    if size is not None and got != size:
         print("the image from %s was cut short: %d of %d bytes" % (host, got, size), file=sys.stderr)
         return 1
     with open(report, "w") as f:

@@ -1,12 +1,14 @@
-"""The master's end of `push` and `pull` (hvd-cluster's transfer of a tree to and from /shared).
-Written by hvd-cluster; sent with each call, nothing installed. Python's standard library only.
+"""The nodes' end of `push`, `pull` and `stage` (hvd-cluster's transfer of a tree to and from
+/shared, and from /shared onto every node's own disk). Written by hvd-cluster; sent with each
+call, nothing installed. Python's standard library only.
 
-usage: tree_sync.py manifest|receive|send   (everything else comes on standard input)
+usage: tree_sync.py manifest|receive|send|stage   (everything else comes on standard input)
 
 Every message is a run of records (the layout is src/transfer/wire.rs's): a 30-byte header
 (kind, mode, size, mtime in ns, the lengths of path, link target and hash), then those bytes.
 Names are bytes and arrive as they were sent (spaces, line breaks, any encoding). Each call
-starts with an `R` record naming the root: a folder or file below /shared, never /shared itself.
+starts with an `R` record naming the root: a folder or file below /shared, never /shared itself,
+or below STAGED (this node's own copies of datasets, on its data disk where it has one).
 
 - manifest: `R` (mode bit 1: hash every file) -> `R` (size: free bytes where the root lands;
   mode: 0 missing, 1 folder, 2 file, 3 something else), one record per entry (path relative to
@@ -20,6 +22,10 @@ starts with an `R` record naming the root: a folder or file below /shared, never
 - send: `R` (mode bit 1: the root is a file; bit 2: zstd may be used), the requested entries,
   `E` -> one byte, `Z` (the rest is a zstd stream) or `P` (plain), then the records as receive
   reads them (`v` for an entry that vanished).
+- stage (on the master): `R` (the source below /shared; mode bit 1: a file), `R` (where it
+  lands below STAGED), the records to pass on (`d`, `l`, `a`, `x` as given; `f` read from the
+  source), `E` -> exactly what receive reads for that root: the stream every node of the tree
+  receives. A file gone before its turn is left out (counted on stderr).
 
 Nothing is read or written through a symbolic link: every folder is opened relative to its
 parent with O_NOFOLLOW, so a link in the tree (or one planted in /shared) cannot lead outside.
@@ -36,6 +42,7 @@ import subprocess
 import sys
 
 SHARED = b"/shared"
+STAGED = b"/var/lib/hvd-cluster/data/staged"
 HEADER = struct.Struct(">cIQqIIB")
 CHUNK = 1 << 20
 PART = b".hvd-part."
@@ -74,14 +81,21 @@ def write_record(kind, mode=0, size=0, mtime=0, path=b"", link=b"", digest=b""):
     out.write(path + link + digest)
 
 
+def base_of(root):
+    """The base a root lies below (/shared or STAGED), or a refusal."""
+    for base in (SHARED, STAGED):
+        if root.startswith(base + b"/"):
+            return base
+    raise Refused("%s is not below /shared" % shown(root))
+
+
 def root_parts(root):
-    """The root's components below /shared, each checked; the root must lie below /shared."""
-    if not root.startswith(SHARED + b"/"):
-        raise Refused("%s is not below /shared" % shown(root))
-    parts = root[len(SHARED) + 1:].split(b"/")
+    """The root's components below its base, each checked."""
+    base = base_of(root)
+    parts = root[len(base) + 1:].split(b"/")
     for p in parts:
         if p in (b"", b".", b"..") or b"\0" in p:
-            raise Refused("%s: not a plain path below /shared" % shown(root))
+            raise Refused("%s: not a plain path below %s" % (shown(root), base.decode()))
     return parts
 
 
@@ -114,11 +128,15 @@ def open_dir(parent_fd, name, create):
         raise
 
 
-def open_shared():
+def open_base(root):
+    """The folder a root lies below; STAGED (ours alone, below /var/lib) is made when missing."""
+    base = base_of(root)
+    if base == STAGED:
+        os.makedirs(STAGED, 0o755, exist_ok=True)
     try:
-        return os.open(SHARED, DIR_FLAGS)
+        return os.open(base, DIR_FLAGS)
     except OSError as e:
-        raise Refused("/shared is not a folder on this node (%s)" % e.strerror)
+        raise Refused("%s is not a folder on this node (%s)" % (base.decode(), e.strerror))
 
 
 def walk_to(top_fd, parts, create):
@@ -140,7 +158,7 @@ class Root:
 
     def __init__(self, root, create):
         parts = root_parts(root)
-        shared = open_shared()
+        shared = open_base(root)
         try:
             self.holder = walk_to(shared, parts[:-1], create)
         finally:
@@ -232,7 +250,7 @@ def manifest():
     hashes = bool(mode & 1)
     parts = root_parts(root)
     # The root may not exist yet: free space is read at its nearest existing folder.
-    shared = open_shared()
+    shared = open_base(root)
     fd = shared
     try:
         for p in parts[:-1]:
@@ -513,12 +531,14 @@ def send():
             raise OSError("zstd failed on the stream")
 
 
-def send_file(dir_fd, name, path):
+def send_file(dir_fd, name, path, say_gone=True):
+    """A file's record and body; False (and a `v` record when `say_gone`) when it is gone."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     except FileNotFoundError:
-        write_record(b"v", path=path)
-        return
+        if say_gone:
+            write_record(b"v", path=path)
+        return False
     try:
         st = os.fstat(fd)
         write_record(b"f", stat.S_IMODE(st.st_mode), st.st_size, st.st_mtime_ns, path)
@@ -532,6 +552,44 @@ def send_file(dir_fd, name, path):
         out.write(b"k" + struct.pack(">q", st.st_mtime_ns))
     finally:
         os.close(fd)
+    return True
+
+
+def stage():
+    source, mode = read_root("stage")
+    dest, _ = read_root("stage")
+    if base_of(source) != SHARED:
+        raise Refused("stage: %s is not below /shared" % shown(source))
+    if base_of(dest) != STAGED:
+        raise Refused("stage: %s is not a staged copy" % shown(dest))
+    root_parts(dest)
+    is_file = bool(mode & 1)
+    wanted = []
+    while True:
+        rec = read_record()
+        if rec[0] == b"E":
+            break
+        if rec[0] not in (b"d", b"l", b"f", b"a", b"x"):
+            raise Refused("stage: a record of unknown kind %r" % rec[0])
+        rel_parts(rec[4])
+        wanted.append(rec)
+    r = Root(source, create=False)
+    write_record(b"R", mode & 1, 0, 0, dest)
+    gone = 0
+    for kind, m, _, mtime, path, link, _ in wanted:
+        if kind == b"f":
+            try:
+                dir_fd, name = r.parent(path, is_file, create=False)
+            except (FileNotFoundError, NotADirectoryError):
+                gone += 1
+                continue
+            if not send_file(dir_fd, name, path, say_gone=False):
+                gone += 1
+        else:
+            write_record(kind, m, 0, mtime, path, link)
+    write_record(b"E")
+    if gone:
+        print("gone before their turn: %d" % gone, file=sys.stderr)
 
 
 def main():
@@ -543,8 +601,10 @@ def main():
             receive()
         elif what == "send":
             send()
+        elif what == "stage":
+            stage()
         else:
-            raise Refused("usage: tree_sync.py manifest|receive|send")
+            raise Refused("usage: tree_sync.py manifest|receive|send|stage")
         out.flush()
     except Refused as e:
         print("refused: %s" % e, file=sys.stderr)

@@ -227,6 +227,43 @@ pub fn push_and_pull_on_a_running_cluster(c: &TestCluster, worker: &str) {
     let seen = c.on_node(worker, &["cat", "'/shared/data set/class 1/img_007.jpg'"]);
     assert_eq!(seen, "edited");
 
+    // Onto every node's own disk (`stage`): in every container at /staged, the same bytes and
+    // names as /shared; a second stage sends nothing, a changed file alone travels.
+    refused(
+        c,
+        &["stage", profile, "/shared/nothing-here-hvd"],
+        "no such file or folder on the cluster",
+    );
+    let staged = summary(&c.hvd(&["stage", profile, "/shared/data set"]));
+    assert!(
+        staged.starts_with("staged ") && staged.contains("(0 of them had it all)"),
+        "{staged}"
+    );
+    let sums = |node: &str, root: &str| {
+        c.on_node(
+            node,
+            &[&format!(
+                "sudo docker exec hvd sh -c \"cd '{root}/data set' && find . -type f -print0 | sort -z | xargs -0 sha256sum\""
+            )],
+        )
+    };
+    let on_shared = sums("master", "/shared");
+    assert!(on_shared.contains("zz-big.bin"), "{on_shared}");
+    for node in ["master", worker] {
+        assert_eq!(sums(node, "/staged"), on_shared, "{node}'s staged copy");
+    }
+    let none = summary(&c.hvd(&["stage", profile, "/shared/data set"]));
+    assert!(none.starts_with("staged 0 file(s)"), "{none}");
+    std::fs::write(tree.join("class 1/img_008.jpg"), "edited too").unwrap();
+    summary(&c.hvd(&["push", profile, tree_arg, "/shared/data set"]));
+    let one = summary(&c.hvd(&["stage", profile, "/shared/data set"]));
+    assert!(one.starts_with("staged 1 file(s)"), "{one}");
+    let seen = c.on_node(
+        worker,
+        &["sudo docker exec hvd cat '/staged/data set/class 1/img_008.jpg'"],
+    );
+    assert_eq!(seen, "edited too");
+
     // Back again, identical: names, bytes, modes, mtimes, the link as a link.
     let back = t.path().join("back");
     let pulled = summary(&c.hvd(&["pull", profile, "/shared/data set", back.to_str().unwrap()]));
@@ -250,6 +287,9 @@ pub fn push_and_pull_on_a_running_cluster(c: &TestCluster, worker: &str) {
     ]));
     assert!(mirrored.contains("1 deleted"), "{mirrored}");
     assert_eq!(snapshot(&back), sent_part(snapshot(&tree)));
+    let gone = summary(&c.hvd(&["stage", profile, "/shared/data set", "--delete"]));
+    assert!(gone.contains("1 deleted"), "{gone}");
+    assert_eq!(sums(worker, "/staged"), sums("master", "/shared"));
 
     // Text compresses: it travels through zstd both ways, and comes back the same.
     let logs = t.path().join("logs");
@@ -283,4 +323,15 @@ pub fn push_and_pull_on_a_running_cluster(c: &TestCluster, worker: &str) {
         "master",
         &["sudo", "rm", "-rf", "'/shared/data set'", "/shared/logs"],
     );
+    for node in ["master", worker] {
+        let _ = c.on_node(
+            node,
+            &[
+                "sudo",
+                "rm",
+                "-rf",
+                "'/var/lib/hvd-cluster/data/staged/data set'",
+            ],
+        );
+    }
 }

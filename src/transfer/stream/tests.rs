@@ -16,25 +16,36 @@ use crate::transfer::diff::{changes, Entry, EntryKind};
 use crate::transfer::tree::{scan, Excludes, ScanOptions};
 use crate::transfer::wire::{self, Kind, Record};
 
-/// The master's program with `/shared` at `shared`.
-fn program(shared: &Path) -> String {
-    let line = "SHARED = b\"/shared\"";
-    let text = crate::templates::TREE_SYNC;
-    assert!(
-        text.contains(line),
-        "tree_sync.py names /shared in one line"
-    );
-    text.replace(
-        line,
-        &format!("SHARED = {:?}.encode()", shared.to_str().unwrap()),
-    )
+/// The node's program with `/shared` at `shared` and its staged copies at `staged`.
+fn program_at(shared: &Path, staged: &Path) -> String {
+    let mut text = crate::templates::TREE_SYNC.to_string();
+    for (line, at) in [
+        ("SHARED = b\"/shared\"", shared),
+        ("STAGED = b\"/var/lib/hvd-cluster/data/staged\"", staged),
+    ] {
+        assert!(
+            text.contains(line),
+            "tree_sync.py names its bases in one line each"
+        );
+        let name = line.split(' ').next().unwrap();
+        text = text.replace(
+            line,
+            &format!("{name} = {:?}.encode()", at.to_str().unwrap()),
+        );
+    }
+    text
 }
 
 /// Runs tree_sync.py VERB with `input`: (exit code, stdout, stderr).
 fn node(shared: &Path, verb: &str, input: &[u8]) -> (i32, Vec<u8>, String) {
+    node_at(shared, &shared.with_file_name("staged"), verb, input)
+}
+
+/// The same with the node's staged copies at `staged`.
+fn node_at(shared: &Path, staged: &Path, verb: &str, input: &[u8]) -> (i32, Vec<u8>, String) {
     let mut child = Command::new("python3")
         .arg("-c")
-        .arg(program(shared))
+        .arg(program_at(shared, staged))
         .arg(verb)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -360,4 +371,132 @@ fn a_hostile_master_cannot_write_outside_the_pulled_folder() {
             .all(|n| n != "half" && !n.as_bytes().starts_with(PART_PREFIX)),
         "{left:?}"
     );
+}
+
+/// `stage` for real on this machine: the master's `tree_sync.py stage` into its relay
+/// (`image_fetch.py` reading standard input), which passes the stream to a child's
+/// `image_fetch.py` over TCP on 127.0.0.1 while its own `receive` writes the master's copy.
+/// On a cluster every node's copy has the same path; here the child's stream is kept and
+/// received below a base of its own (its root record, the one thing that names a path, set
+/// to that base). Both copies are the source: names, modes, times and links.
+#[test]
+fn a_staged_tree_reaches_the_master_and_a_child_through_the_relay() {
+    use crate::transfer::diff::Action;
+    use crate::transfer::stage::union;
+    let (t, local, shared) = local_and_shared();
+    let source = shared.join("data set");
+    let (code, _, err) = node(
+        &shared,
+        "receive",
+        &push_stream(&local, &source, &[], false),
+    );
+    assert_eq!(code, 0, "{err}");
+    let (master_staged, child_staged) = (t.path().join("m-staged"), t.path().join("c-staged"));
+    let dest = master_staged.join("data set");
+    // what both copies lack: everything
+    let all = union(&[&changes(&manifest_of(&shared, &source), &[], false, false)]);
+    let mut req = Vec::new();
+    root_record(&source, 0).encode(&mut req);
+    root_record(&dest, 0).encode(&mut req);
+    for a in &all.actions {
+        let (Action::Dir(e) | Action::Link(e) | Action::File(e)) = a else {
+            panic!("nothing else travels to empty copies: {a:?}");
+        };
+        let mut r = e.record();
+        r.hash.clear();
+        r.encode(&mut req);
+    }
+    Record::end().encode(&mut req);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let dir = t.path().display().to_string();
+    // the child first: its relay connects to the master's as soon as that listens
+    let child = Command::new("bash")
+        .args([
+            "-c",
+            &format!("set -o pipefail; python3 -c \"$FETCH\" 127.0.0.1 {port} - '{dir}/c.report' > '{dir}/c.stream'"),
+        ])
+        .env("FETCH", crate::templates::IMAGE_FETCH)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut master = Command::new("bash")
+        .args([
+            "-c",
+            &format!("set -o pipefail; python3 -c \"$NODE\" stage | python3 -c \"$FETCH\" - {port} - '{dir}/m.report' 127.0.0.1 127.0.0.1 | python3 -c \"$NODE\" receive"),
+        ])
+        .env("FETCH", crate::templates::IMAGE_FETCH)
+        .env("NODE", program_at(&shared, &master_staged))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    master.stdin.take().unwrap().write_all(&req).unwrap();
+    let out = master.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("ok files=6 "),
+        "{out:?}"
+    );
+    let fetched = child.wait_with_output().unwrap();
+    assert!(
+        fetched.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fetched.stderr)
+    );
+    assert_eq!(snapshot(&dest), snapshot(&local), "the master's copy");
+    // the child's stream, received below its own base
+    let stream = std::fs::read(t.path().join("c.stream")).unwrap();
+    let mut rd = &stream[..];
+    let head = wire::read_record(&mut rd).unwrap();
+    assert_eq!(
+        (head.kind, head.path.as_slice()),
+        (Kind::Root, dest.as_os_str().as_bytes())
+    );
+    let mut again = Vec::new();
+    root_record(&child_staged.join("data set"), 0).encode(&mut again);
+    again.extend_from_slice(rd);
+    let (code, _, err) = node_at(&shared, &child_staged, "receive", &again);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        snapshot(&child_staged.join("data set")),
+        snapshot(&local),
+        "the child's copy"
+    );
+}
+
+/// A stage request that names anything but a source below /shared and a copy below the
+/// staged folder is refused, nothing written.
+#[test]
+fn a_stage_request_outside_its_two_places_is_refused() {
+    let (t, _local, shared) = local_and_shared();
+    let staged = t.path().join("staged");
+    std::fs::create_dir_all(shared.join("src")).unwrap();
+    for (from, to) in [
+        (t.path().join("elsewhere"), staged.join("x")),
+        (shared.join("src"), shared.join("copy")),
+        (shared.join("src"), t.path().join("x")),
+        (staged.join("y"), staged.join("x")),
+    ] {
+        let mut req = Vec::new();
+        root_record(&from, 0).encode(&mut req);
+        root_record(&to, 0).encode(&mut req);
+        Record::end().encode(&mut req);
+        let (code, out, err) = node_at(&shared, &staged, "stage", &req);
+        assert_eq!(code, 2, "{from:?} -> {to:?}: {err}");
+        assert!(err.starts_with("refused: "), "{err}");
+        assert!(out.is_empty(), "nothing sent: {out:?}");
+    }
+    let mut climb = Vec::new();
+    root_record(&staged.join(".."), 0).encode(&mut climb);
+    Record::end().encode(&mut climb);
+    let (code, _, err) = node_at(&shared, &staged, "receive", &climb);
+    assert_eq!(code, 2, "{err}");
+    assert!(!t.path().join("x").exists());
 }
