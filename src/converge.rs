@@ -26,6 +26,7 @@ use crate::registry;
 use crate::render::HostSlots;
 use crate::ssh;
 use crate::state::{ClusterDir, ClusterState, LockGuard};
+use crate::transfer;
 
 /// Connects to the provider a profile names, resolves every name it uses and fills in what
 /// the profile leaves to the cloud (said in a line each).
@@ -263,6 +264,8 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
         "bootstrap: {changed} step(s) changed something, after {:.1}s",
         c.started.elapsed().as_secs_f64()
     ));
+    // Before discovery lists a new worker: the datasets staged on the others.
+    restage(ctx, &c.dir, &opened.sessions).await?;
     let workers: Vec<_> = bootstrap::host_slots(&opened.sessions)
         .into_iter()
         .skip(1)
@@ -419,6 +422,51 @@ async fn reboot_nodes(
 
 /// From a reboot request to every rebooted node answering SSH again.
 const REBOOT_DEADLINE: Duration = Duration::from_secs(900);
+
+/// Stages what `stage` copied onto every node (kept in the cluster's state) onto the nodes
+/// that lack it: a worker `scale` or `heal` added, a blank ephemeral disk after `start`. Only
+/// those nodes take part; a node that has it costs one manifest. A source gone from /shared
+/// is said and forgotten; any other failure stops the command (the new nodes would join
+/// without their data).
+async fn restage(
+    ctx: &Context,
+    dir: &ClusterDir,
+    sessions: &[bootstrap::NodeSession],
+) -> Result<(), Error> {
+    let st = dir.load()?;
+    let mut forgotten = Vec::new();
+    for raw in &st.staged {
+        let source = match transfer::paths::SharedPath::parse(raw) {
+            Ok(s) => s,
+            Err(e) => {
+                ctx.progress.line(format!(
+                    "stage: {} in the cluster's state is not a path below /shared ({}); forgotten",
+                    crate::input::shown(raw),
+                    e.0
+                ));
+                forgotten.push(raw.clone());
+                continue;
+            }
+        };
+        let opts = transfer::Options::default();
+        match transfer::stage(sessions, &source, &opts, &ctx.progress).await {
+            Ok(summary) => ctx.progress.line(summary.to_string()),
+            Err(transfer::TransferError::Missing(_)) => {
+                ctx.progress.line(format!(
+                    "stage: {source} is no longer on /shared; new nodes do not get it (forgotten)"
+                ));
+                forgotten.push(raw.clone());
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if !forgotten.is_empty() {
+        let mut st = dir.load()?;
+        st.staged.retain(|s| !forgotten.contains(s));
+        dir.save(&st)?;
+    }
+    Ok(())
+}
 
 /// Keeps in the cluster's folder which workers the master's discovery file now lists, so
 /// `status` can say it without an SSH round trip.

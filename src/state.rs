@@ -99,6 +99,11 @@ pub struct ClusterState {
     /// alone (checked again where they are read).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub ifaces: BTreeMap<String, String>,
+    /// The folders and files below /shared that `stage` copied onto every node's own disk:
+    /// every later bootstrap (`scale`, `heal`, `start`, `up` again) stages them onto the nodes
+    /// that lack them before elastic discovery lists those (checked again where read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub staged: Vec<String>,
     #[serde(default)]
     pub updated_at: Option<String>,
 }

@@ -104,6 +104,27 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
         check_report(&c, &report, "pytorch");
         eprintln!("bench pytorch: {:.0}s", t.elapsed().as_secs_f64());
 
+        // A dataset staged on every node (`stage`) reaches the workers `scale` and `heal` add,
+        // before elastic discovery lists them.
+        let data = tempfile::tempdir().unwrap();
+        for i in 0..3 {
+            std::fs::write(
+                data.path().join(format!("part-{i}.csv")),
+                format!("{i},x\n"),
+            )
+            .unwrap();
+        }
+        let pushed = c.hvd(&[
+            "push",
+            &c.profile,
+            data.path().to_str().unwrap(),
+            "/shared/probe",
+        ]);
+        assert!(pushed.status.success(), "{pushed:?}");
+        let staged = c.hvd(&["stage", &c.profile, "/shared/probe"]);
+        let said = String::from_utf8_lossy(&staged.stdout);
+        assert!(said.starts_with("staged 3 file(s)"), "{staged:?}");
+
         // Elastic PyTorch: 2 workers, then 3 (scale), a worker killed, replaced (heal).
         let t = Instant::now();
         let mut job = ElasticJob::start_example(&c, 4, "pytorch_elastic.py", &[]);
@@ -127,6 +148,13 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
         let sizes = job.stop_and_verify(&c);
         assert!(sizes.contains(&2) && sizes.contains(&3), "{sizes:?}");
         eprintln!("elastic: {:.0}s", t.elapsed().as_secs_f64());
+        for added in ["worker-3", "worker-4"] {
+            let seen = c.on_node(
+                added,
+                &["sudo docker exec hvd cat /staged/probe/part-2.csv"],
+            );
+            assert_eq!(seen, "2,x\n", "{added} got the staged dataset");
+        }
     });
     assert!(c.hvd(&["down", &c.profile]).status.success());
     eprintln!("whole test: {:.0}s", started.elapsed().as_secs_f64());

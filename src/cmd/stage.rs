@@ -1,6 +1,7 @@
 //! `stage`: a folder or file below /shared onto every node's own disk
-//! ([`crate::transfer::stage`]). Ctrl-C stops it at once: every file that arrived is whole,
-//! and the same command again sends the rest.
+//! ([`crate::transfer::stage`]), kept in the cluster's state so that every later bootstrap
+//! stages it onto the nodes that lack it. Ctrl-C stops it at once: every file that arrived is
+//! whole, and the same command again sends the rest.
 
 use std::path::Path;
 
@@ -16,7 +17,14 @@ pub async fn stage(ctx: &Context, file: &Path, source: &str, opts: &Options) -> 
     until_interrupted("stage", "sends", async {
         let existing = cluster::existing(ctx, file).await?;
         let opened = existing.open(ctx).await?;
-        Ok(transfer::stage(&opened.sessions, &source, opts, &ctx.progress).await?)
+        let summary = transfer::stage(&opened.sessions, &source, opts, &ctx.progress).await?;
+        // Kept: nodes added or made anew later get it before they join (converge::restage).
+        let mut st = existing.dir.load()?;
+        if !st.staged.iter().any(|s| s == source.as_str()) {
+            st.staged.push(source.as_str().to_string());
+            existing.dir.save(&st)?;
+        }
+        Ok(summary)
     })
     .await
 }

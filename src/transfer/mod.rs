@@ -48,6 +48,9 @@ pub enum TransferError {
     /// Bad input, said before anything was sent (exit 2): a path, a pattern, no room.
     #[error("{0}")]
     Refused(String),
+    /// What was to be copied is not on the cluster (exit 2, as bad input).
+    #[error("{0}")]
+    Missing(String),
     /// A local file could not be read or written.
     #[error("{0}")]
     Local(String),
@@ -61,7 +64,7 @@ pub enum TransferError {
 impl TransferError {
     /// Whether the error is bad input (exit 2) rather than a failure while working.
     pub fn is_bad_input(&self) -> bool {
-        matches!(self, TransferError::Refused(_))
+        matches!(self, TransferError::Refused(_) | TransferError::Missing(_))
     }
 }
 

@@ -152,7 +152,7 @@ pub async fn stage(
         (RootKind::Dir, false) => false,
         (RootKind::File, false) => true,
         _ => {
-            return Err(TransferError::Refused(format!(
+            return Err(TransferError::Missing(format!(
                 "{source}: no such file or folder on the cluster; `hvd-cluster push` puts it there first"
             )))
         }
