@@ -198,8 +198,8 @@ disk where it has one, else its root disk) instead of over NFS. Only the nodes t
 something take part, and only what any of them lacks travels; every node's free space is \
 checked first. Files are the same when size and mtime are (or, with --checksum, their \
 content); --delete removes from the copies what the source no longer has. Interrupted, the \
-same command again sends only what is missing. A node's ephemeral disk is blank again after \
-`stop` and `start`: stage again then."
+same command again sends only what is missing. The cluster remembers it: `scale`, `heal`, \
+`start` and `up` stage it onto the nodes that lack it before elastic discovery lists them."
     )]
     Stage {
         /// The cluster profile (TOML)

@@ -69,6 +69,16 @@ pub fn union(all: &[&Changes]) -> Changes {
     out
 }
 
+/// The nodes (name, free bytes where the copy lands) that cannot hold `bytes` more, each shown
+/// with its free space. Every node that takes part writes all of them. Pure.
+fn short_of_room(nodes: &[(&str, u64)], bytes: u64) -> Vec<String> {
+    nodes
+        .iter()
+        .filter(|(_, free)| bytes > *free)
+        .map(|(name, free)| format!("{name} ({:.1} MB free)", *free as f64 / 1e6))
+        .collect()
+}
+
 /// The master's request: the source, where it lands, then what travels (a file by its name:
 /// the master reads it).
 fn request(source: &SharedPath, dest: &str, is_file: bool, actions: &[Action]) -> Vec<u8> {
@@ -202,11 +212,13 @@ pub async fn stage(
             .collect::<Vec<&Changes>>(),
     );
     // The room check on every node that takes part, before a byte moves.
-    let short: Vec<String> = receiving
-        .iter()
-        .filter(|n| all.bytes > n.free)
-        .map(|n| format!("{} ({:.1} MB free)", n.node.node.name, n.free as f64 / 1e6))
-        .collect();
+    let short = short_of_room(
+        &receiving
+            .iter()
+            .map(|n| (n.node.node.name.as_str(), n.free))
+            .collect::<Vec<_>>(),
+        all.bytes,
+    );
     if !short.is_empty() {
         return Err(TransferError::Refused(format!(
             "no room: {} file(s), {:.1} MB to stage, more than {} hold{} at {STAGED_ON_NODE}; nothing was sent",
@@ -493,6 +505,14 @@ mod tests {
             }
         }
         assert!(crate::templates::TREE_SYNC.contains(&format!("STAGED = b\"{STAGED_ON_NODE}\"\n")));
+    }
+
+    #[test]
+    fn every_node_that_takes_part_is_checked_for_room() {
+        let nodes = [("m", 5_000_000), ("w1", 4_999_999), ("w2", 9_000_000)];
+        assert_eq!(short_of_room(&nodes, 5_000_000), ["w1 (5.0 MB free)"]);
+        assert!(short_of_room(&nodes, 4_000_000).is_empty());
+        assert_eq!(short_of_room(&nodes, 9_000_001).len(), 3);
     }
 
     #[test]
