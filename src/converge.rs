@@ -264,7 +264,9 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
         "bootstrap: {changed} step(s) changed something, after {:.1}s",
         c.started.elapsed().as_secs_f64()
     ));
-    // Before discovery lists a new worker: the datasets staged on the others.
+    // The profile's [[data]] on /shared, then, before discovery lists a new worker, what is
+    // staged on the others.
+    deliver_data(ctx, p, &c.dir, opened.master()).await?;
     restage(ctx, &c.dir, &opened.sessions).await?;
     let workers: Vec<_> = bootstrap::host_slots(&opened.sessions)
         .into_iter()
@@ -422,6 +424,50 @@ async fn reboot_nodes(
 
 /// From a reboot request to every rebooted node answering SSH again.
 const REBOOT_DEADLINE: Duration = Duration::from_secs(900);
+
+/// The profile's `[[data]]` into /shared from this machine, as `push` sends it (only what is
+/// new or changed: a converge of an unchanged tree sends no file); entries with
+/// `stage = true` join what is staged on every node. A local path that is not here (a `start`
+/// from another machine) is said, and /shared left as it is.
+async fn deliver_data(
+    ctx: &Context,
+    p: &Profile,
+    dir: &ClusterDir,
+    master: &bootstrap::NodeSession,
+) -> Result<(), Error> {
+    for d in &p.data {
+        let remote = match &d.shared {
+            Some(raw) => transfer::paths::SharedPath::parse(raw),
+            None => transfer::paths::SharedPath::for_name(
+                d.local
+                    .file_name()
+                    .map(|n| n.as_encoded_bytes())
+                    .unwrap_or_default(),
+            ),
+        }
+        .map_err(|e| Error::Usage(format!("[[data]]: {}", e.0)))?;
+        if d.local.symlink_metadata().is_err() {
+            ctx.progress.line(format!(
+                "data: {} is not on this machine; {remote} left as it is",
+                transfer::tree::shown_path(&d.local)
+            ));
+        } else {
+            let opts = transfer::Options::default();
+            let source = transfer::Source::read(&d.local, &opts)?;
+            let summary =
+                transfer::push(&master.ssh, source, &remote, &opts, &ctx.progress).await?;
+            ctx.progress.line(format!("data: {summary}"));
+        }
+        if d.stage {
+            let mut st = dir.load()?;
+            if !st.staged.iter().any(|s| s == remote.as_str()) {
+                st.staged.push(remote.as_str().to_string());
+                dir.save(&st)?;
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Stages what `stage` copied onto every node (kept in the cluster's state) onto the nodes
 /// that lack it: a worker `scale` or `heal` added, a blank ephemeral disk after `start`. Only

@@ -27,7 +27,20 @@ use common::{ElasticJob, TestCluster};
 
 #[test]
 fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
-    let c = TestCluster::new("local-pytorch.toml", "pt", |p| p);
+    // A dataset declared in the profile ([[data]], stage = true): `up` pushes it to /shared
+    // and stages it on every node; the workers `scale` and `heal` add get it before they join.
+    let data = tempfile::tempdir().unwrap();
+    let probe = data.path().join("probe");
+    std::fs::create_dir_all(&probe).unwrap();
+    for i in 0..3 {
+        std::fs::write(probe.join(format!("part-{i}.csv")), format!("{i},x\n")).unwrap();
+    }
+    let c = TestCluster::new("local-pytorch.toml", "pt", |p| {
+        format!(
+            "{p}\n[[data]]\nlocal = \"{}\"\nstage = true\n",
+            probe.display()
+        )
+    });
     let started = Instant::now();
     let up = c.hvd(&["up", &c.profile]);
     let result = std::panic::catch_unwind(|| {
@@ -41,6 +54,12 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
             "{stdout}"
         );
         assert!(stdout.contains("controller: mpi on every rank"), "{stdout}");
+        let said = String::from_utf8_lossy(&up.stderr);
+        assert!(
+            said.contains("data: pushed 3 file(s)")
+                && said.contains("staged 3 file(s), 0.0 MB, /shared/probe -> /staged/probe on 3 node(s) (0 of them had it all)"),
+            "{said}"
+        );
         eprintln!("up + check: {:.0}s", started.elapsed().as_secs_f64());
 
         // PyTorch under horovodrun --mpi, the user's Open MPI arguments passed through.
@@ -103,27 +122,6 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
             serde_json::from_slice(&bench.stdout).expect("bench --json prints JSON");
         check_report(&c, &report, "pytorch");
         eprintln!("bench pytorch: {:.0}s", t.elapsed().as_secs_f64());
-
-        // A dataset staged on every node (`stage`) reaches the workers `scale` and `heal` add,
-        // before elastic discovery lists them.
-        let data = tempfile::tempdir().unwrap();
-        for i in 0..3 {
-            std::fs::write(
-                data.path().join(format!("part-{i}.csv")),
-                format!("{i},x\n"),
-            )
-            .unwrap();
-        }
-        let pushed = c.hvd(&[
-            "push",
-            &c.profile,
-            data.path().to_str().unwrap(),
-            "/shared/probe",
-        ]);
-        assert!(pushed.status.success(), "{pushed:?}");
-        let staged = c.hvd(&["stage", &c.profile, "/shared/probe"]);
-        let said = String::from_utf8_lossy(&staged.stdout);
-        assert!(said.starts_with("staged 3 file(s)"), "{staged:?}");
 
         // Elastic PyTorch: 2 workers, then 3 (scale), a worker killed, replaced (heal).
         let t = Instant::now();

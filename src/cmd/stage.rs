@@ -9,6 +9,7 @@ use super::push::until_interrupted;
 use crate::cluster;
 use crate::context::Context;
 use crate::error::Error;
+use crate::transfer::stage::STAGED_IN_CONTAINER;
 use crate::transfer::{self, paths::SharedPath, Options};
 
 pub async fn stage(ctx: &Context, file: &Path, source: &str, opts: &Options) -> Result<u8, Error> {
@@ -16,6 +17,17 @@ pub async fn stage(ctx: &Context, file: &Path, source: &str, opts: &Options) -> 
     let source = SharedPath::parse(source).map_err(|e| Error::Usage(e.0))?;
     until_interrupted("stage", "sends", async {
         let existing = cluster::existing(ctx, file).await?;
+        // Copies are named by the source's last part: one name, one source.
+        let st = existing.dir.load()?;
+        if let Some(other) = st.staged.iter().find(|s| {
+            *s != source.as_str() && s.rsplit('/').next() == Some(source.name())
+        }) {
+            return Err(Error::Usage(format!(
+                "{STAGED_IN_CONTAINER}/{} holds {} already; stage {source} under another name (push it elsewhere below /shared first)",
+                source.name(),
+                crate::input::shown(other)
+            )));
+        }
         let opened = existing.open(ctx).await?;
         let summary = transfer::stage(&opened.sessions, &source, opts, &ctx.progress).await?;
         // Kept: nodes added or made anew later get it before they join (converge::restage).

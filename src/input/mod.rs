@@ -6,6 +6,7 @@
 
 mod cpu_share;
 mod idle_time;
+pub mod paths;
 
 pub use cpu_share::CpuShare;
 pub use idle_time::parse_idle_time;

@@ -75,6 +75,29 @@ pub struct Profile {
     pub container: ContainerSpec,
     #[serde(default)]
     pub lifecycle: LifecycleSpec,
+    /// `[[data]]`: folders or files on this machine that `up` copies to /shared, and onto every
+    /// node's own disk where asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data: Vec<DataSpec>,
+}
+
+/// One `[[data]]` entry: a folder or file here that `up` (and `scale`, `start`, which converge
+/// as it does) copies to /shared as `push` does, only what is new or changed; with
+/// `stage = true` also onto every node's own disk as `stage` does (`/staged/<name>` in the
+/// containers), kept there for the workers added later.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DataSpec {
+    /// The folder or file on this machine; relative to the profile's folder.
+    pub local: PathBuf,
+    /// Where it lands: a path below /shared (`/shared/a/b`, or `a/b`); the default is
+    /// `/shared/<its name>`.
+    #[serde(default)]
+    pub shared: Option<String>,
+    /// Also onto every node's own disk (the flavor's ephemeral disk where it has one), read
+    /// in the containers at `/staged/<name of the /shared path>`.
+    #[serde(default)]
+    pub stage: bool,
 }
 
 /// `[lifecycle]`: the cluster stopping itself when idle (OpenStack).
@@ -393,6 +416,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
     ]
     .into_iter()
     .flatten()
+    .chain(profile.data.iter_mut().map(|d| &mut d.local))
     {
         if file.is_relative() {
             *file = folder.join(&*file);

@@ -423,3 +423,44 @@ fn root_volumes_are_checked() {
         assert!(e.to_string().contains(says), "{e}");
     }
 }
+
+#[test]
+fn data_entries_land_below_shared_each_in_a_place_of_its_own() {
+    let p = parse(
+        Path::new("/home/u/proj/p.toml"),
+        &format!(
+            "{GOOD}\n[[data]]\nlocal = \"data/tiny-imagenet\"\nstage = true\n\n[[data]]\nlocal = \"/abs/code\"\nshared = \"/shared/project/code\"\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(p.data.len(), 2);
+    assert_eq!(
+        p.data[0].local,
+        Path::new("/home/u/proj/data/tiny-imagenet"),
+        "relative to the profile's folder"
+    );
+    assert!(p.data[0].stage && !p.data[1].stage);
+    assert_eq!(p.data[1].shared.as_deref(), Some("/shared/project/code"));
+    for (entries, says) in [
+        ("[[data]]\nlocal = \"x\"\nshared = \"/etc/x\"\n", "below /shared"),
+        ("[[data]]\nlocal = \"x\"\nshared = \"/shared/../etc\"\n", "`..`"),
+        ("[[data]]\nlocal = \"x\"\nshared = \"/shared\"\n", "not /shared itself"),
+        ("[[data]]\nlocal = \"..\"\n", "names no folder or file of its own"),
+        (
+            "[[data]]\nlocal = \"a/ds\"\n\n[[data]]\nlocal = \"b/ds\"\n",
+            "in or around data[0]'s /shared/ds",
+        ),
+        (
+            "[[data]]\nlocal = \"a\"\n\n[[data]]\nlocal = \"b\"\nshared = \"/shared/a/inner\"\n",
+            "in or around",
+        ),
+        (
+            "[[data]]\nlocal = \"a/ds\"\nstage = true\n\n[[data]]\nlocal = \"b\"\nshared = \"/shared/x/ds\"\nstage = true\n",
+            "both be staged as /staged/ds",
+        ),
+        ("[[data]]\nlocal = \"x\"\nonto = \"nodes\"\n", "onto"),
+    ] {
+        let err = parse_str(&format!("{GOOD}\n{entries}")).unwrap_err().to_string();
+        assert!(err.contains(says), "{entries:?}: {err}");
+    }
+}

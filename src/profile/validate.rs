@@ -67,6 +67,7 @@ pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
     }
     validate_access(&p.access)?;
     validate_lifecycle(p)?;
+    validate_data(p)?;
     if p.container.ssh_port == 22 || p.container.ssh_port == 0 {
         return Err(issue(
             "container.ssh_port",
@@ -402,6 +403,65 @@ fn validate_lifecycle(p: &Profile) -> Result<(), Issue> {
             "autostop needs an OpenStack cloud: the local provider's nodes are containers only this machine can stop",
             Some("use `hvd-cluster stop` for a local cluster"),
         ));
+    }
+    Ok(())
+}
+
+/// `[[data]]`: each destination by the grammar of a path below /shared (the local path is read
+/// by `up`, which says when it is missing); no two entries to the same place, and none inside
+/// another (a push of one would delete or overwrite the other's files).
+fn validate_data(p: &Profile) -> Result<(), Issue> {
+    let mut places: Vec<(usize, String)> = Vec::new();
+    for (i, d) in p.data.iter().enumerate() {
+        let field = format!("data[{i}].shared");
+        let place = match &d.shared {
+            Some(raw) => input::paths::SharedPath::parse(raw).map_err(|e| refused(&field, e))?,
+            None => {
+                let name = d.local.file_name().map(|n| n.as_encoded_bytes().to_vec());
+                let named = name
+                    .as_deref()
+                    .map(input::paths::SharedPath::for_name)
+                    .transpose()
+                    .map_err(|e| refused(&format!("data[{i}].local"), e))?;
+                named.ok_or_else(|| {
+                    issue(
+                        &format!("data[{i}].local"),
+                        format!(
+                            "`{}` names no folder or file of its own",
+                            shown(&d.local.to_string_lossy())
+                        ),
+                        Some("name it, or set `shared` to where it lands"),
+                    )
+                })?
+            }
+        };
+        let at = place.as_str().to_string();
+        if let Some((j, other)) = places.iter().find(|(_, o)| {
+            *o == at || at.starts_with(&format!("{o}/")) || o.starts_with(&format!("{at}/"))
+        }) {
+            return Err(issue(
+                &field,
+                format!("data[{i}] lands at {at}, in or around data[{j}]'s {other}"),
+                Some("give each [[data]] entry a place of its own below /shared"),
+            ));
+        }
+        if d.stage {
+            if let Some((j, _)) = places
+                .iter()
+                .filter(|(j, _)| p.data[*j].stage)
+                .find(|(_, o)| o.rsplit('/').next() == at.rsplit('/').next())
+            {
+                return Err(issue(
+                    &field,
+                    format!(
+                        "data[{i}] and data[{j}] would both be staged as /staged/{}",
+                        place.name()
+                    ),
+                    Some("staged copies are named by the last part of their /shared path: give them different names"),
+                ));
+            }
+        }
+        places.push((i, at));
     }
     Ok(())
 }

@@ -14,13 +14,13 @@
 //! the master.
 
 pub mod diff;
-pub mod paths;
 mod pull;
 pub mod stage;
 pub mod stream;
 pub mod tree;
 pub mod wire;
 
+pub use crate::input::paths;
 pub use pull::pull;
 pub use stage::stage;
 

@@ -1,6 +1,6 @@
 //! The grammars of a transfer's paths: where on the cluster (a path below `/shared`, from the
-//! command line) and each name inside a tree (bytes, from a local folder or from the master).
-//! Pure.
+//! command line or a profile's `[[data]]`) and each name inside a tree (bytes, from a local
+//! folder or from the master). Pure.
 
 use crate::input::{self, Refused};
 
