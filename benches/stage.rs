@@ -1,0 +1,178 @@
+//! `stage` on the local provider (images already built): a dataset from /shared onto the own
+//! disk of 1, 4 and 8 workers of one cluster, against the tutorials' way in the same run (one
+//! `scp -r` from this machine to each worker, through the cluster's ssh_config). A dataset
+//! shaped like ImageNet's JPEGs (`HVD_BENCH_FILES` files, 2,000 by default, of 20-200 KB of
+//! random bytes: ~220 MB) is pushed to /shared once; for N receivers the copies of N workers
+//! are removed and `stage` sends to those N alone (the master, which has its copy, only
+//! streams). Prints
+//!
+//!   stage receivers=N secs=S            (each the median of three runs, after `sync`)
+//!   stage way=scp-r workers=N secs=S    (one run: N scp -r one after the other)
+//!   stage ratio 4/1=R 8/1=R scp8/stage8=R
+//!
+//! Asserts nothing about time. On 2 cores the nodes' own writes share the CPU: a tree of 8
+//! costs more than one copy's time here, where a cloud's nodes each have their own.
+//!
+//!   cargo bench --bench stage
+//!   HVD_BENCH_FILES=500 HVD_BENCH_WORKERS=4 cargo bench --bench stage
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const ROUNDS: usize = 3;
+
+struct Cluster {
+    profile: PathBuf,
+    state: PathBuf,
+}
+
+impl Cluster {
+    fn hvd(&self, args: &[&str]) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
+            .args(args)
+            .env("HVD_CLUSTER_STATE_DIR", &self.state)
+            .output()
+            .expect("run hvd-cluster");
+        assert!(
+            out.status.success(),
+            "hvd-cluster {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
+            .args(["down", self.profile.to_str().unwrap_or_default()])
+            .env("HVD_CLUSTER_STATE_DIR", &self.state)
+            .status();
+    }
+}
+
+fn sh(script: &str) {
+    let ok = Command::new("bash")
+        .args(["-o", "pipefail", "-c", script])
+        .status()
+        .expect("bash")
+        .success();
+    assert!(ok, "failed: {script}");
+}
+
+fn timed(f: impl FnOnce()) -> f64 {
+    sh("sync");
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// 20-200 KB of random bytes per file, 100 files a folder.
+fn make_dataset(root: &Path, files: usize) -> u64 {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut total = 0;
+    for i in 0..files {
+        let dir = root.join(format!("n{:05}", i / 100));
+        std::fs::create_dir_all(&dir).unwrap();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = 20_000 + (x % 180_000) as usize;
+        let mut body = Vec::with_capacity(len + 8);
+        while body.len() < len {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            body.extend_from_slice(&x.to_le_bytes());
+        }
+        body.truncate(len);
+        std::fs::write(dir.join(format!("img_{i:06}.JPEG")), &body).unwrap();
+        total += len as u64;
+    }
+    total
+}
+
+fn main() {
+    let files: usize = std::env::var("HVD_BENCH_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000);
+    let workers: usize = std::env::var("HVD_BENCH_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8)
+        .max(1);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("bs-{}", std::process::id() % 10_000);
+    let profile = dir.path().join("bench.toml");
+    let text = std::fs::read_to_string(root.join("profiles/local.toml"))
+        .unwrap()
+        .replace("name = \"hvd-local\"", &format!("name = \"{name}\""))
+        .replace("count = 2", &format!("count = {workers}"));
+    std::fs::write(&profile, text).unwrap();
+    let p = profile.to_str().unwrap();
+    let c = Cluster {
+        profile: profile.clone(),
+        state: dir.path().join("state"),
+    };
+    c.hvd(&["up", p]);
+    let cfg = dir.path().join("ssh_config");
+    std::fs::write(&cfg, c.hvd(&["ssh-config", p])).unwrap();
+    let data = dir.path().join("b-stage");
+    let mb = make_dataset(&data, files) as f64 / 1e6;
+    println!("stage dataset files={files} mb={mb:.0} workers={workers}");
+    c.hvd(&["push", p, data.to_str().unwrap()]);
+    // every node has its copy; then each round takes the copies of N workers away
+    c.hvd(&["stage", p, "/shared/b-stage"]);
+    let forget = |n: usize| {
+        for i in 1..=n {
+            sh(&format!(
+                "docker exec {name}-worker-{i} rm -rf /var/lib/hvd-cluster/data/staged/b-stage"
+            ));
+        }
+    };
+    let mut secs = Vec::new();
+    for n in [1, 4, 8].into_iter().filter(|&n| n <= workers) {
+        let mut runs = Vec::new();
+        for _ in 0..ROUNDS {
+            forget(n);
+            runs.push(timed(|| {
+                let said = c.hvd(&["stage", p, "/shared/b-stage"]);
+                assert!(
+                    said.starts_with(&format!("staged {files} file(s)")),
+                    "{said}"
+                );
+            }));
+        }
+        let s = median(runs);
+        println!("stage receivers={n} secs={s:.2}");
+        secs.push((n, s));
+    }
+    // The tutorials' way: this machine to each worker's /tmp, one after the other.
+    let n = secs.last().map_or(1, |s| s.0);
+    let scp = timed(|| {
+        for i in 1..=n {
+            sh(&format!(
+                "scp -q -r -F {} {} {name}-worker-{i}:/tmp/",
+                cfg.display(),
+                data.display()
+            ));
+        }
+    });
+    println!("stage way=scp-r workers={n} secs={scp:.2}");
+    let at = |k: usize| secs.iter().find(|s| s.0 == k).map(|s| s.1);
+    let one = at(1).unwrap_or(f64::NAN);
+    println!(
+        "stage ratio 4/1={:.2} 8/1={:.2} scp{n}/stage{n}={:.1}",
+        at(4).unwrap_or(f64::NAN) / one,
+        at(8).unwrap_or(f64::NAN) / one,
+        scp / secs.last().map_or(f64::NAN, |s| s.1)
+    );
+}
