@@ -16,87 +16,14 @@
 //!   cargo bench --bench stage
 //!   HVD_BENCH_FILES=500 HVD_BENCH_WORKERS=4 cargo bench --bench stage
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Instant;
+#[path = "common/local.rs"]
+mod local;
+
+use std::path::Path;
+
+use local::{make_dataset, median, sh, timed, Cluster};
 
 const ROUNDS: usize = 3;
-
-struct Cluster {
-    profile: PathBuf,
-    state: PathBuf,
-}
-
-impl Cluster {
-    fn hvd(&self, args: &[&str]) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
-            .args(args)
-            .env("HVD_CLUSTER_STATE_DIR", &self.state)
-            .output()
-            .expect("run hvd-cluster");
-        assert!(
-            out.status.success(),
-            "hvd-cluster {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
-            .args(["down", self.profile.to_str().unwrap_or_default()])
-            .env("HVD_CLUSTER_STATE_DIR", &self.state)
-            .status();
-    }
-}
-
-fn sh(script: &str) {
-    let ok = Command::new("bash")
-        .args(["-o", "pipefail", "-c", script])
-        .status()
-        .expect("bash")
-        .success();
-    assert!(ok, "failed: {script}");
-}
-
-fn timed(f: impl FnOnce()) -> f64 {
-    sh("sync");
-    let t = Instant::now();
-    f();
-    t.elapsed().as_secs_f64()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// 20-200 KB of random bytes per file, 100 files a folder.
-fn make_dataset(root: &Path, files: usize) -> u64 {
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let mut total = 0;
-    for i in 0..files {
-        let dir = root.join(format!("n{:05}", i / 100));
-        std::fs::create_dir_all(&dir).unwrap();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let len = 20_000 + (x % 180_000) as usize;
-        let mut body = Vec::with_capacity(len + 8);
-        while body.len() < len {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            body.extend_from_slice(&x.to_le_bytes());
-        }
-        body.truncate(len);
-        std::fs::write(dir.join(format!("img_{i:06}.JPEG")), &body).unwrap();
-        total += len as u64;
-    }
-    total
-}
 
 fn main() {
     let files: usize = std::env::var("HVD_BENCH_FILES")
@@ -119,6 +46,7 @@ fn main() {
     std::fs::write(&profile, text).unwrap();
     let p = profile.to_str().unwrap();
     let c = Cluster {
+        name: name.clone(),
         profile: profile.clone(),
         state: dir.path().join("state"),
     };

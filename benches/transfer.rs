@@ -21,68 +21,15 @@
 //!   cargo bench --bench transfer
 //!   HVD_BENCH_FILES=2000 cargo bench --bench transfer    # a smaller tree
 
+#[path = "common/local.rs"]
+mod local;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+
+use local::{make_dataset, median, sh, timed, Cluster};
 
 const DELAY_MS: u32 = 20;
-
-struct Cluster {
-    name: String,
-    profile: PathBuf,
-    state: PathBuf,
-}
-
-impl Cluster {
-    fn hvd(&self, args: &[&str]) -> String {
-        let out = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
-            .args(args)
-            .env("HVD_CLUSTER_STATE_DIR", &self.state)
-            .output()
-            .expect("run hvd-cluster");
-        assert!(
-            out.status.success(),
-            "hvd-cluster {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn master(&self) -> String {
-        format!("{}-master", self.name)
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
-            .args(["down", self.profile.to_str().unwrap_or_default()])
-            .env("HVD_CLUSTER_STATE_DIR", &self.state)
-            .status();
-    }
-}
-
-fn sh(script: &str) {
-    let ok = Command::new("bash")
-        .args(["-o", "pipefail", "-c", script])
-        .status()
-        .expect("bash")
-        .success();
-    assert!(ok, "failed: {script}");
-}
-
-/// Seconds `f` takes, after `sync`: the previous run's written bytes are on disk first.
-fn timed(f: impl FnOnce()) -> f64 {
-    sh("sync");
-    let t = Instant::now();
-    f();
-    t.elapsed().as_secs_f64()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 /// Whether this kernel has netem (`tc qdisc ... netem`); some sandboxes' kernels do not.
 fn has_netem() -> bool {
@@ -97,32 +44,6 @@ fn has_netem() -> bool {
 }
 
 const ROUNDS: usize = 3;
-
-/// 20-200 KB of random bytes per file, 100 files a folder.
-fn make_dataset(root: &Path, files: usize) -> u64 {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let mut total = 0;
-    for i in 0..files {
-        let dir = root.join(format!("n{:05}", i / 100));
-        std::fs::create_dir_all(&dir).unwrap();
-        let len = 20_000 + (next() % 180_000) as usize;
-        let mut body = Vec::with_capacity(len + 8);
-        while body.len() < len {
-            body.extend_from_slice(&next().to_le_bytes());
-        }
-        body.truncate(len);
-        std::fs::write(dir.join(format!("img_{i:06}.JPEG")), &body).unwrap();
-        total += len as u64;
-    }
-    total
-}
-
 /// The cluster's Docker bridge (where netem adds the delay).
 fn bridge(cluster: &str) -> String {
     let out = Command::new("docker")

@@ -213,10 +213,10 @@ fn content_action(e: &Entry, out: &mut Changes) -> Action {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn file(path: &str, size: u64, mtime: i64) -> Entry {
+    pub(crate) fn file(path: &str, size: u64, mtime: i64) -> Entry {
         Entry {
             path: path.as_bytes().to_vec(),
             kind: EntryKind::File,
@@ -227,7 +227,7 @@ mod tests {
         }
     }
 
-    fn dir(path: &str) -> Entry {
+    pub(crate) fn dir(path: &str) -> Entry {
         Entry {
             path: path.as_bytes().to_vec(),
             kind: EntryKind::Dir,
@@ -238,7 +238,8 @@ mod tests {
         }
     }
 
-    fn paths(c: &Changes) -> Vec<String> {
+    /// Each action as `x|d|l|f|a PATH`.
+    pub(crate) fn paths(c: &Changes) -> Vec<String> {
         c.actions
             .iter()
             .map(|a| match a {

@@ -351,42 +351,8 @@ pub async fn stage(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transfer::diff::{changes, EntryKind};
-
-    fn file(path: &str, size: u64, mtime: i64) -> Entry {
-        Entry {
-            path: path.as_bytes().to_vec(),
-            kind: EntryKind::File,
-            mode: 0o644,
-            size,
-            mtime_ns: mtime,
-            hash: None,
-        }
-    }
-
-    fn dir(path: &str) -> Entry {
-        Entry {
-            path: path.as_bytes().to_vec(),
-            kind: EntryKind::Dir,
-            mode: 0o755,
-            size: 0,
-            mtime_ns: 1,
-            hash: None,
-        }
-    }
-
-    fn shown(c: &Changes) -> Vec<String> {
-        c.actions
-            .iter()
-            .map(|a| match a {
-                Action::Delete(p) => format!("x {}", String::from_utf8_lossy(p)),
-                Action::Dir(e) => format!("d {}", String::from_utf8_lossy(&e.path)),
-                Action::Link(e) => format!("l {}", String::from_utf8_lossy(&e.path)),
-                Action::File(e) => format!("f {}", String::from_utf8_lossy(&e.path)),
-                Action::Attrs(e) => format!("a {}", String::from_utf8_lossy(&e.path)),
-            })
-            .collect()
-    }
+    use crate::transfer::diff::changes;
+    use crate::transfer::diff::tests::{dir, file, paths as shown};
 
     #[test]
     fn what_any_node_lacks_travels_once_in_receive_order() {
