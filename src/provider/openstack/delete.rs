@@ -166,6 +166,9 @@ impl OpenStackProvider {
                     Ok(Some(v)) if v.status == "available" || v.status.starts_with("error") => {
                         match api.delete_volume(id).await {
                             Ok(()) => Probe::Waiting(format!("root volume of {server} to go")),
+                            Err(e) if released_soon(&e) => Probe::Waiting(format!(
+                                "root volume of {server} to be released by its server"
+                            )),
                             Err(e) => Probe::Failed(ProviderError::from(e)),
                         }
                     }
@@ -200,5 +203,42 @@ impl OpenStackProvider {
             }
         }
         Ok(())
+    }
+}
+
+/// A root volume's delete refused while Nova and Cinder still tear down its attachment (or
+/// Nova deleting it first): Cinder answers 400 "Invalid volume ... must not be ... attached"
+/// for a volume already `available` whose attachment is not gone yet (seen in the test
+/// cloud's CI), or 404 once Nova's own delete won. The next look decides; the wait is bounded.
+fn released_soon(e: &crate::openstack::OpenStackError) -> bool {
+    e.is_not_found() || e.status() == Some(400) || e.is_conflict()
+}
+
+#[cfg(test)]
+mod release_tests {
+    use super::*;
+    use crate::openstack::error::{ApiError, OpenStackError};
+
+    fn cinder(status: u16) -> OpenStackError {
+        crate::openstack::error::classify(ApiError {
+            service: "cinder",
+            method: "DELETE".into(),
+            path: "/v3/volumes/x".into(),
+            status,
+            code: Some("badRequest".into()),
+            message: "Invalid volume: Volume status must be available ... must not be ... attached"
+                .into(),
+            request_id: None,
+            retry_after: None,
+        })
+    }
+
+    #[test]
+    fn a_root_volume_still_being_released_is_waited_for_not_an_error() {
+        assert!(released_soon(&cinder(400)));
+        assert!(released_soon(&cinder(404)));
+        assert!(released_soon(&cinder(409)));
+        assert!(!released_soon(&cinder(403)));
+        assert!(!released_soon(&cinder(500)));
     }
 }
