@@ -100,6 +100,23 @@ pub struct DataSpec {
     pub stage: bool,
 }
 
+impl DataSpec {
+    /// Where the entry lands: `shared` by its grammar, else /shared/<the local path's name>.
+    pub fn shared_path(&self) -> Result<crate::input::paths::SharedPath, crate::input::Refused> {
+        use crate::input::paths::SharedPath;
+        match &self.shared {
+            Some(raw) => SharedPath::parse(raw),
+            None => match self.local.file_name() {
+                Some(name) => SharedPath::for_name(name.as_encoded_bytes()),
+                None => Err(crate::input::Refused(format!(
+                    "`{}` names no folder or file of its own; name it, or set `shared` to where it lands",
+                    crate::input::shown(&self.local.to_string_lossy())
+                ))),
+            },
+        }
+    }
+}
+
 /// `[lifecycle]`: the cluster stopping itself when idle (OpenStack).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

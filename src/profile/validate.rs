@@ -414,27 +414,15 @@ fn validate_data(p: &Profile) -> Result<(), Issue> {
     let mut places: Vec<(usize, String)> = Vec::new();
     for (i, d) in p.data.iter().enumerate() {
         let field = format!("data[{i}].shared");
-        let place = match &d.shared {
-            Some(raw) => input::paths::SharedPath::parse(raw).map_err(|e| refused(&field, e))?,
-            None => {
-                let name = d.local.file_name().map(|n| n.as_encoded_bytes().to_vec());
-                let named = name
-                    .as_deref()
-                    .map(input::paths::SharedPath::for_name)
-                    .transpose()
-                    .map_err(|e| refused(&format!("data[{i}].local"), e))?;
-                named.ok_or_else(|| {
-                    issue(
-                        &format!("data[{i}].local"),
-                        format!(
-                            "`{}` names no folder or file of its own",
-                            shown(&d.local.to_string_lossy())
-                        ),
-                        Some("name it, or set `shared` to where it lands"),
-                    )
-                })?
-            }
-        };
+        let place = d.shared_path().map_err(|e| {
+            // the path at fault: the one given, else the local one it is named after
+            let at = if d.shared.is_some() {
+                field.clone()
+            } else {
+                format!("data[{i}].local")
+            };
+            refused(&at, e)
+        })?;
         let at = place.as_str().to_string();
         if let Some((j, other)) = places.iter().find(|(_, o)| {
             *o == at || at.starts_with(&format!("{o}/")) || o.starts_with(&format!("{at}/"))

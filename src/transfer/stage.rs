@@ -169,27 +169,21 @@ pub async fn stage(
     };
     let mut needs = Vec::new();
     for (node, copy) in nodes.iter().zip(copies) {
-        let mismatch = match (is_file, copy.kind) {
-            (_, _) if copy.other => true,
-            (true, RootKind::Dir) | (false, RootKind::File) => !opts.delete,
-            _ => false,
+        // A copy of the other kind is not replaced (receive refuses a file over a folder).
+        let same_kind = match copy.kind {
+            RootKind::Missing => true,
+            RootKind::File => is_file,
+            RootKind::Dir => !is_file,
         };
-        if mismatch {
+        if copy.other || !same_kind {
             return Err(TransferError::Refused(format!(
-                "{}: its staged {} is not a {}; --delete replaces it",
+                "{}: its staged {} is not a {}; remove it from {STAGED_ON_NODE} first",
                 node.node.name,
                 source.name(),
                 if is_file { "file" } else { "folder" }
             )));
         }
-        let dest_entries = if copy.kind == RootKind::Missing
-            || (is_file && copy.kind == RootKind::Dir)
-            || (!is_file && copy.kind == RootKind::File)
-        {
-            Vec::new()
-        } else {
-            copy.entries
-        };
+        let dest_entries = copy.entries;
         let changes = diff::changes(&there.entries, &dest_entries, opts.delete, opts.checksum);
         if let Some(p) = changes.kept_folders.first() {
             return Err(TransferError::Refused(format!(

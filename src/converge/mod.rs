@@ -5,6 +5,9 @@
 //! bootstraps every node (rebooting, once, the nodes whose GPU driver loads only after a
 //! reboot), lists the workers for elastic jobs and runs the acceptance check.
 
+mod data;
+mod kept;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -26,7 +29,6 @@ use crate::registry;
 use crate::render::HostSlots;
 use crate::ssh;
 use crate::state::{ClusterDir, ClusterState, LockGuard};
-use crate::transfer;
 
 /// Connects to the provider a profile names, resolves every name it uses and fills in what
 /// the profile leaves to the cloud (said in a line each).
@@ -266,15 +268,15 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
     ));
     // The profile's [[data]] on /shared, then, before discovery lists a new worker, what is
     // staged on the others.
-    deliver_data(ctx, p, &c.dir, opened.master()).await?;
-    restage(ctx, &c.dir, &opened.sessions).await?;
+    data::deliver(ctx, p, &c.dir, opened.master()).await?;
+    data::restage(ctx, &c.dir, &opened.sessions).await?;
     let workers: Vec<_> = bootstrap::host_slots(&opened.sessions)
         .into_iter()
         .skip(1)
         .collect();
     bootstrap::write_discovery(opened.master(), &workers).await?;
-    keep_discovery(&c.dir, &workers)?;
-    keep_ifaces(&c.dir, &opened.sessions)?;
+    kept::discovery(&c.dir, &workers)?;
+    kept::ifaces(&c.dir, &opened.sessions)?;
     let url = opened.jupyter_url(p, provider).await?;
     // Beside a running job on purpose (`scale` under an elastic job); new jobs wait for it.
     let check = check::run(p, &opened.sessions, Some(url.at()), BesideJobs).await?;
@@ -425,115 +427,6 @@ async fn reboot_nodes(
 /// From a reboot request to every rebooted node answering SSH again.
 const REBOOT_DEADLINE: Duration = Duration::from_secs(900);
 
-/// The profile's `[[data]]` into /shared from this machine, as `push` sends it (only what is
-/// new or changed: a converge of an unchanged tree sends no file); entries with
-/// `stage = true` join what is staged on every node. A local path that is not here (a `start`
-/// from another machine) is said, and /shared left as it is.
-async fn deliver_data(
-    ctx: &Context,
-    p: &Profile,
-    dir: &ClusterDir,
-    master: &bootstrap::NodeSession,
-) -> Result<(), Error> {
-    for d in &p.data {
-        let remote = match &d.shared {
-            Some(raw) => transfer::paths::SharedPath::parse(raw),
-            None => transfer::paths::SharedPath::for_name(
-                d.local
-                    .file_name()
-                    .map(|n| n.as_encoded_bytes())
-                    .unwrap_or_default(),
-            ),
-        }
-        .map_err(|e| Error::Usage(format!("[[data]]: {}", e.0)))?;
-        if d.local.symlink_metadata().is_err() {
-            ctx.progress.line(format!(
-                "data: {} is not on this machine; {remote} left as it is",
-                transfer::tree::shown_path(&d.local)
-            ));
-        } else {
-            let opts = transfer::Options::default();
-            let source = transfer::Source::read(&d.local, &opts)?;
-            let summary =
-                transfer::push(&master.ssh, source, &remote, &opts, &ctx.progress).await?;
-            ctx.progress.line(format!("data: {summary}"));
-        }
-        if d.stage {
-            let mut st = dir.load()?;
-            if !st.staged.iter().any(|s| s == remote.as_str()) {
-                st.staged.push(remote.as_str().to_string());
-                dir.save(&st)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Stages what `stage` copied onto every node (kept in the cluster's state) onto the nodes
-/// that lack it: a worker `scale` or `heal` added, a blank ephemeral disk after `start`. Only
-/// those nodes take part; a node that has it costs one manifest. A source gone from /shared
-/// is said and forgotten; any other failure stops the command (the new nodes would join
-/// without their data).
-async fn restage(
-    ctx: &Context,
-    dir: &ClusterDir,
-    sessions: &[bootstrap::NodeSession],
-) -> Result<(), Error> {
-    let st = dir.load()?;
-    let mut forgotten = Vec::new();
-    for raw in &st.staged {
-        let source = match transfer::paths::SharedPath::parse(raw) {
-            Ok(s) => s,
-            Err(e) => {
-                ctx.progress.line(format!(
-                    "stage: {} in the cluster's state is not a path below /shared ({}); forgotten",
-                    crate::input::shown(raw),
-                    e.0
-                ));
-                forgotten.push(raw.clone());
-                continue;
-            }
-        };
-        let opts = transfer::Options::default();
-        match transfer::stage(sessions, &source, &opts, &ctx.progress).await {
-            Ok(summary) => ctx.progress.line(summary.to_string()),
-            Err(transfer::TransferError::Missing(_)) => {
-                ctx.progress.line(format!(
-                    "stage: {source} is no longer on /shared; new nodes do not get it (forgotten)"
-                ));
-                forgotten.push(raw.clone());
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if !forgotten.is_empty() {
-        let mut st = dir.load()?;
-        st.staged.retain(|s| !forgotten.contains(s));
-        dir.save(&st)?;
-    }
-    Ok(())
-}
-
-/// Keeps in the cluster's folder which workers the master's discovery file now lists, so
-/// `status` can say it without an SSH round trip.
-fn keep_discovery(dir: &ClusterDir, listed: &[HostSlots]) -> Result<(), Error> {
-    let mut st = dir.load()?;
-    st.discovery = Some(listed.iter().map(|h| h.name().to_string()).collect());
-    dir.save(&st)?;
-    Ok(())
-}
-
-/// Keeps every node's interface in the cluster's state (what `run` launches with).
-fn keep_ifaces(dir: &ClusterDir, sessions: &[bootstrap::NodeSession]) -> Result<(), Error> {
-    let mut st = dir.load()?;
-    st.ifaces = sessions
-        .iter()
-        .map(|s| (s.node.name.clone(), s.iface.clone()))
-        .collect();
-    dir.save(&st)?;
-    Ok(())
-}
-
 /// Workers about to be deleted leave the elastic job first: they are dropped from the
 /// discovery file, and Horovod is given `drain_grace` to take them out, before they go.
 async fn drain_leaving_workers(
@@ -590,7 +483,7 @@ async fn drain_leaving_workers(
         .collect::<Result<_, String>>()
         .map_err(|e| Error::Runtime(format!("{}: {e}", dir.state_file().display())))?;
     bootstrap::write_discovery(&sessions[0], &staying).await?;
-    keep_discovery(dir, &staying)?;
+    kept::discovery(dir, &staying)?;
     ctx.progress.line(format!(
         "dropped {} from elastic discovery; giving running jobs {}s to let them go",
         leaving.join(", "),
