@@ -6,6 +6,7 @@ pub mod bench_report;
 pub mod cloud;
 pub mod container_key;
 pub mod gpu_repo;
+pub mod imagenet;
 pub mod jobs;
 pub mod jupyter;
 pub mod mnist;
