@@ -12,8 +12,12 @@
 //!
 //! Asserts nothing about time. On 2 cores the nodes' own writes share the CPU: a tree of 8
 //! costs more than one copy's time here, where a cloud's nodes each have their own.
+//! `HVD_BENCH_CPUS=0.25` caps every node container at that share of a core (the local
+//! provider's `HVD_CLUSTER_LOCAL_CPUS`, as benches/bootstrap.rs does), so that one node gets
+//! no more CPU than each of eight, as on a cloud; the lines then say `cpus=0.25`.
 //!
 //!   cargo bench --bench stage
+//!   HVD_BENCH_CPUS=0.25 cargo bench --bench stage
 //!   HVD_BENCH_FILES=500 HVD_BENCH_WORKERS=4 cargo bench --bench stage
 
 #[path = "common/local.rs"]
@@ -37,6 +41,12 @@ fn main() {
         .max(1);
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().unwrap();
+    let cpus = std::env::var("HVD_BENCH_CPUS").ok();
+    if let Some(cpus) = &cpus {
+        // read by the local provider when it creates the node containers (`up` below)
+        std::env::set_var("HVD_CLUSTER_LOCAL_CPUS", cpus);
+    }
+    let cpus = cpus.unwrap_or_else(|| "uncapped".into());
     let name = format!("bs-{}", std::process::id() % 10_000);
     let profile = dir.path().join("bench.toml");
     let text = std::fs::read_to_string(root.join("profiles/local.toml"))
@@ -55,7 +65,7 @@ fn main() {
     std::fs::write(&cfg, c.hvd(&["ssh-config", p])).unwrap();
     let data = dir.path().join("b-stage");
     let mb = make_dataset(&data, files) as f64 / 1e6;
-    println!("stage dataset files={files} mb={mb:.0} workers={workers}");
+    println!("stage dataset files={files} mb={mb:.0} workers={workers} cpus={cpus}");
     c.hvd(&["push", p, data.to_str().unwrap()]);
     // every node has its copy; then each round takes the copies of N workers away
     c.hvd(&["stage", p, "/shared/b-stage"]);
@@ -80,7 +90,7 @@ fn main() {
             }));
         }
         let s = median(runs);
-        println!("stage receivers={n} secs={s:.2}");
+        println!("stage receivers={n} cpus={cpus} secs={s:.2}");
         secs.push((n, s));
     }
     // The tutorials' way: this machine to each worker's /tmp, one after the other.
@@ -94,11 +104,11 @@ fn main() {
             ));
         }
     });
-    println!("stage way=scp-r workers={n} secs={scp:.2}");
+    println!("stage way=scp-r workers={n} cpus={cpus} secs={scp:.2}");
     let at = |k: usize| secs.iter().find(|s| s.0 == k).map(|s| s.1);
     let one = at(1).unwrap_or(f64::NAN);
     println!(
-        "stage ratio 4/1={:.2} 8/1={:.2} scp{n}/stage{n}={:.1}",
+        "stage ratio cpus={cpus} 4/1={:.2} 8/1={:.2} scp{n}/stage{n}={:.1}",
         at(4).unwrap_or(f64::NAN) / one,
         at(8).unwrap_or(f64::NAN) / one,
         scp / secs.last().map_or(f64::NAN, |s| s.1)

@@ -1,26 +1,30 @@
 //! `push` and `pull` on the local provider (images already built), against the ways a user
 //! has without them, in the same run and over the same ssh_config: one raw `tar | ssh tar`
-//! stream (the link's limit) and `scp -r` (the tutorials' way). A dataset shaped like ImageNet's
+//! stream (the link's limit), `scp -r` (the tutorials' way) and `rsync -a` (needs rsync here;
+//! the master gets Debian's if it lacks it). A dataset shaped like ImageNet's
 //! JPEGs (`HVD_BENCH_FILES` files, 10,000 by default, of 20-200 KB of random bytes: 1.1 GB)
 //! goes to a cluster of a master and one worker, first on the plain link, then with 20 ms of
-//! round-trip delay added (netem on the cluster's Docker bridge, towards the nodes), as a user's
-//! link to a cloud has. Prints, per run,
+//! round-trip delay added, as a user's link to a cloud has: netem on the cluster's Docker
+//! bridge where the kernel has it, else a relay in this program that every connection to the
+//! master's sshd passes through (an iptables REDIRECT; benches/common/delay.rs). Prints, per run,
 //!
 //!   transfer link=L way=W files=N mb=M secs=S
 //!
 //! then, per link, the ratios
 //!
-//!   transfer ratio link=L push/raw=R pull/raw=R scp/push=R
+//!   transfer ratio link=L push/raw=R pull/raw=R scp/push=R rsync/push=R
 //!   transfer link=plain second_push_secs=S one_changed_secs=S
 //!
 //! Each of push, pull and the raw streams is the median of three runs taken in turn, each after
-//! `sync`. `scp -r` on the delayed link costs round trips per file: it is timed on a tenth of
-//! the folders, and so is a push of that tenth for its ratio. A kernel without netem (this
-//! workplace's sandboxes) skips the delayed link and says so. Asserts nothing about time.
+//! `sync`. `scp -r` and `rsync -a` on the delayed link cost round trips per file: they are
+//! timed on a tenth of the folders, and so is a push of that tenth for their ratios. Asserts
+//! nothing about time. Needs root (iptables) for the relay.
 //!
 //!   cargo bench --bench transfer
 //!   HVD_BENCH_FILES=2000 cargo bench --bench transfer    # a smaller tree
 
+#[path = "common/delay.rs"]
+mod delay;
 #[path = "common/local.rs"]
 mod local;
 
@@ -109,6 +113,17 @@ impl Ways<'_> {
         })
     }
 
+    fn rsync(&self, from: &Path, to: &str) -> f64 {
+        timed(|| {
+            sh(&format!(
+                "rsync -a -e 'ssh -F {}' --rsync-path='sudo rsync' {}/ {}:/shared/{to}/",
+                self.cfg,
+                from.display(),
+                self.c.master()
+            ))
+        })
+    }
+
     fn raw_pull(&self, from: &str, to: &Path) -> f64 {
         std::fs::create_dir_all(to).unwrap();
         timed(|| {
@@ -130,7 +145,7 @@ impl Ways<'_> {
     }
 
     /// Raw, push, pull and raw pull on one link, each the median of [`ROUNDS`] runs taken in
-    /// turn, then scp once; returns (push/raw, pull/raw, scp/push).
+    /// turn, then scp and rsync once; returns (push/raw, pull/raw, scp/push, rsync/push).
     fn link(
         &self,
         link: &str,
@@ -138,7 +153,7 @@ impl Ways<'_> {
         scp_on: &Path,
         scp_files: usize,
         scp_mb: f64,
-    ) -> (f64, f64, f64) {
+    ) -> (f64, f64, f64, f64) {
         let (mut raw, mut push, mut pull, mut raw_pull) = (vec![], vec![], vec![], vec![]);
         for _ in 0..ROUNDS {
             raw.push(self.raw_push(self.data, "b-raw"));
@@ -159,6 +174,8 @@ impl Ways<'_> {
         self.say(link, "raw-ssh-tar-pull", self.files, self.mb, raw_pull);
         let scp = self.scp(scp_on, "b-scp");
         self.say(link, "scp-r", scp_files, scp_mb, scp);
+        let rsync = self.rsync(scp_on, "b-rsync");
+        self.say(link, "rsync-a", scp_files, scp_mb, rsync);
         let scp_push = if scp_on == self.data {
             push
         } else {
@@ -167,7 +184,12 @@ impl Ways<'_> {
             s
         };
         self.clean();
-        (push / raw, pull / raw_pull, scp / scp_push)
+        (
+            push / raw,
+            pull / raw_pull,
+            scp / scp_push,
+            rsync / scp_push,
+        )
     }
 }
 
@@ -192,7 +214,14 @@ fn main() {
     };
     c.hvd(&["up", profile.to_str().unwrap()]);
     let cfg = dir.path().join("ssh_config");
-    std::fs::write(&cfg, c.hvd(&["ssh-config", profile.to_str().unwrap()])).unwrap();
+    let cfg_text = c.hvd(&["ssh-config", profile.to_str().unwrap()]);
+    std::fs::write(&cfg, &cfg_text).unwrap();
+    // rsync's other end: Debian's, as a user would add it
+    sh(&format!(
+        "ssh -F {} {} 'command -v rsync || {{ sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q rsync; }} >/dev/null'",
+        cfg.display(),
+        c.master()
+    ));
 
     let data = dir.path().join("dataset");
     let bytes = make_dataset(&data, files);
@@ -227,20 +256,27 @@ fn main() {
     });
     ways.clean();
     println!(
-        "transfer ratio link=plain push/raw={:.2} pull/raw={:.2} scp/push={:.1}",
-        plain.0, plain.1, plain.2
+        "transfer ratio link=plain push/raw={:.2} pull/raw={:.2} scp/push={:.1} rsync/push={:.1}",
+        plain.0, plain.1, plain.2, plain.3
     );
     println!("transfer link=plain second_push_secs={second:.2} one_changed_secs={one:.2}");
 
-    // The same with 20 ms of round trip added; scp on a tenth of the folders.
-    if !has_netem() {
-        println!("transfer link=delay{DELAY_MS}ms skipped: this kernel has no netem (sch_netem)");
-        return;
-    }
-    let br = bridge(&name);
-    sh(&format!(
-        "tc qdisc add dev {br} root netem delay {DELAY_MS}ms"
-    ));
+    // The same with 20 ms of round trip added; scp and rsync on a tenth of the folders.
+    let netem = has_netem();
+    let relay = if netem {
+        sh(&format!(
+            "tc qdisc add dev {} root netem delay {DELAY_MS}ms",
+            bridge(&name)
+        ));
+        None
+    } else {
+        let to = delay::ssh_target(&cfg_text, &c.master());
+        Some(delay::DelayedLink::new(
+            to,
+            std::time::Duration::from_millis(DELAY_MS.into()),
+        ))
+    };
+    let by = if netem { "netem" } else { "relay" };
     let part = dir.path().join("tenth");
     std::fs::create_dir_all(&part).unwrap();
     let mut part_files = 0;
@@ -260,19 +296,23 @@ fn main() {
             std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
         }
     }
+    let link = format!("delay{DELAY_MS}ms-{by}");
     let delayed = std::panic::catch_unwind(|| {
         ways.link(
-            &format!("delay{DELAY_MS}ms"),
+            &link,
             dir.path(),
             &part,
             part_files,
             part_bytes as f64 / 1e6,
         )
     });
-    sh(&format!("tc qdisc del dev {br} root"));
+    if netem {
+        sh(&format!("tc qdisc del dev {} root", bridge(&name)));
+    }
+    drop(relay);
     let delayed = delayed.unwrap_or_else(|p| std::panic::resume_unwind(p));
     println!(
-        "transfer ratio link=delay{DELAY_MS}ms push/raw={:.2} pull/raw={:.2} scp/push={:.1}",
-        delayed.0, delayed.1, delayed.2
+        "transfer ratio link={link} push/raw={:.2} pull/raw={:.2} scp/push={:.1} rsync/push={:.1}",
+        delayed.0, delayed.1, delayed.2, delayed.3
     );
 }

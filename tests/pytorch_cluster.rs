@@ -177,7 +177,7 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
             "the tutorial validates after its epochs"
         );
         let pulled = tempfile::tempdir().unwrap();
-        let checkpoint = format!("/shared/tutorial/checkpoint-{last}.pth.tar");
+        let checkpoint = format!("/shared/checkpoint-{last}.pth.tar");
         let pull = c.hvd(&[
             "pull",
             &c.profile,
@@ -215,7 +215,7 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
             "{loaded} {}",
             String::from_utf8_lossy(&load.stderr)
         );
-        let logs = c.on_node("master", &["sudo ls /shared/tutorial/logs"]);
+        let logs = c.on_node("master", &["sudo ls /shared/tutorial-logs"]);
         assert!(
             logs.contains("events.out.tfevents"),
             "TensorBoard's log: {logs}"
