@@ -194,7 +194,7 @@ fn main() {
             let log = hvd(&run, degree, &["up", p]);
             keep("re-up", n, degree, &log);
             let again = parse_up(&log);
-            hvd(&run, degree, &["down", p]);
+            hvd(&run, degree, &["down", "--yes", p]);
             println!(
                 "bootstrap nodes={n} fanout={degree} cpus={c} seconds={:.1} bytes_over_link={}",
                 first.bootstrap_secs, first.bytes_over_link

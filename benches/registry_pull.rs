@@ -144,7 +144,7 @@ fn main() {
                 let log = hvd(dir.path(), &docker_config, &["up", p]);
                 let bytes = registry.blob_bytes_sent(&pushed) - before;
                 let secs = image_secs(&log);
-                hvd(dir.path(), &docker_config, &["down", p]);
+                hvd(dir.path(), &docker_config, &["down", "--yes", p]);
                 println!(
                     "registry-pull image={label} nodes={n} pull={mode} seconds={secs:.1} registry_bytes={bytes}"
                 );

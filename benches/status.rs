@@ -82,7 +82,7 @@ fn main() {
                 .collect(),
         )
     });
-    let down = timed(hvd(&["down", p]), "down");
+    let down = timed(hvd(&["down", "--yes", p]), "down");
 
     println!("{:>28} {:>9} {:>9}", "", "median s", "ratio");
     let base = baseline.unwrap_or(f64::NAN);

@@ -62,7 +62,7 @@ fn main() {
             start / up
         );
     });
-    hvd(&state, &["down", p]);
+    hvd(&state, &["down", "--yes", p]);
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }

@@ -69,7 +69,7 @@ fn main() {
             std::fs::write(&profile, text).expect("write profile");
             let p = profile.to_str().expect("utf-8 path");
             let up = hvd(dir.path(), parallel, &["up", p, "--infra-only"]);
-            let down = hvd(dir.path(), parallel, &["down", p]);
+            let down = hvd(dir.path(), parallel, &["down", "--yes", p]);
             results.push((parallel, up, down));
         }
         let (base_up, base_down) = (results[0].1.secs, results[0].2.secs);

@@ -326,10 +326,18 @@ same command again sends only what is missing. The cluster remembers it: `scale`
     /// Start a stopped cluster again: its servers, then bootstrap and check as `up` does, and
     /// print the Jupyter URL
     Start { file: PathBuf },
-    /// Delete everything tagged with the cluster, last created first; safe to repeat
+    /// Delete everything tagged with the cluster, last created first; safe to repeat. Says
+    /// first what goes (servers, disks, network pieces, what /shared holds, the jobs on
+    /// record) and asks on a terminal
+    #[command(
+        after_help = "Without a terminal to ask on (a script, CI), `down` deletes nothing unless         --yes is given (exit 2). A cluster with nothing left to delete is not asked about."
+    )]
     Down {
         #[command(flatten)]
         target: TargetArgs,
+        /// Delete without asking (for scripts)
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
     /// Print the shell completion script for SHELL
     #[command(
@@ -541,7 +549,7 @@ impl Command {
                 json,
             } => stop::stop(ctx, target.into(), force, json).await,
             Command::Start { file } => start::start(ctx, &file).await,
-            Command::Down { target } => down::down(ctx, target.into()).await,
+            Command::Down { target, yes } => down::down(ctx, target.into(), yes).await,
             Command::Completions { shell } => completions::completions(shell, Args::command()),
             Command::Man => completions::man_page(Args::command()),
             Command::Schema => schema::schema(),

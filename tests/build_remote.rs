@@ -174,7 +174,7 @@ fn build_remote_builds_on_the_master_and_fans_out() {
         assert!(!err.contains("over plain TCP"), "{err}");
         assert!(err.contains("bootstrap: 0 step(s) changed"), "{err}");
     });
-    let down = c.hvd(&["down", profile]);
+    let down = c.hvd(&["down", "--yes", profile]);
     if let Err(e) = result {
         std::panic::resume_unwind(e);
     }

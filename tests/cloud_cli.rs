@@ -138,7 +138,7 @@ fn up_again_status_down_leaves_nothing() {
     let plan = c.run(&["plan", c.profile()]);
     assert_eq!(plan.status.code(), Some(0), "plan after up is empty");
 
-    let down = c.run(&["down", c.profile()]);
+    let down = c.run(&["down", "--yes", c.profile()]);
     assert!(down.status.success());
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
     assert!(
@@ -147,7 +147,7 @@ fn up_again_status_down_leaves_nothing() {
     );
 
     // Idempotent.
-    assert!(c.run(&["down", c.profile()]).status.success());
+    assert!(c.run(&["down", "--yes", c.profile()]).status.success());
 }
 
 #[test]
@@ -159,7 +159,7 @@ fn down_without_local_state_finds_everything_by_tag() {
     let c = Cluster::new("t-nostate", |p| p.replace("count = 3", "count = 1"));
     assert!(c.run(&["up", c.profile(), "--infra-only"]).status.success());
     std::fs::remove_dir_all(c.state.path().join(&c.name)).unwrap();
-    let down = c.run(&["down", "--cluster", &c.name, "--cloud", API_CLOUD]);
+    let down = c.run(&["down", "--yes", "--cluster", &c.name, "--cloud", API_CLOUD]);
     assert!(down.status.success());
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
 }
@@ -225,7 +225,7 @@ fn killed_up_resumes_and_down_cleans() {
         let resumed = c.run(&["up", c.profile(), "--infra-only"]);
         assert!(resumed.status.success(), "up after {signal} resumes");
         assert_complete(&c, 2);
-        assert!(c.run(&["down", c.profile()]).status.success());
+        assert!(c.run(&["down", "--yes", c.profile()]).status.success());
         assert_eq!(
             rt.block_on(leftovers(&os, &c.name)),
             Vec::<String>::new(),
@@ -433,7 +433,7 @@ fn stop_hands_everything_back_and_up_brings_the_same_servers_back() {
 
     // `down` of a stopped cluster.
     assert!(c.run(&["stop", c.profile()]).status.success());
-    assert!(c.run(&["down", c.profile()]).status.success());
+    assert!(c.run(&["down", "--yes", c.profile()]).status.success());
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
 }
 
@@ -627,7 +627,7 @@ fn servers_boot_from_volumes_on_a_zero_disk_flavor() {
         "up would delete it too"
     );
     std::fs::remove_dir_all(c.state.path().join(&c.name)).unwrap();
-    let down = c.run(&["down", "--cluster", &c.name, "--cloud", API_CLOUD]);
+    let down = c.run(&["down", "--yes", "--cluster", &c.name, "--cloud", API_CLOUD]);
     assert!(down.status.success());
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
     for (server, id, _) in &roots {
@@ -811,7 +811,7 @@ fn the_autostop_credential_stops_its_own_cluster_and_nothing_else() {
         assert!(old.is_err(), "the old credential is gone");
 
         // `down` deletes A's credential and the rules naming A's servers, and leaves B's.
-        let down = a.run(&["down", a.profile()]);
+        let down = a.run(&["down", "--yes", a.profile()]);
         assert!(down.status.success());
         assert!(
             String::from_utf8_lossy(&down.stderr).contains("deleted 1 autostop credential"),
@@ -838,7 +838,7 @@ fn the_autostop_credential_stops_its_own_cluster_and_nothing_else() {
         );
     }));
     for c in [&a, &b] {
-        let _ = c.run(&["down", c.profile()]);
+        let _ = c.run(&["down", "--yes", c.profile()]);
         assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
     }
     if let Err(e) = result {

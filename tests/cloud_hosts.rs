@@ -74,7 +74,7 @@ fn down_leaves_nothing(
     before: &BTreeSet<String>,
     result: std::thread::Result<()>,
 ) {
-    let down = c.hvd(&["down", &c.profile]);
+    let down = c.hvd(&["down", "--yes", &c.profile]);
     let rt = runtime();
     let os = rt.block_on(client("local-user"));
     let left = rt.block_on(leftovers(&os, &c.name));

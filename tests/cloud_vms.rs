@@ -1254,7 +1254,7 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
     }));
 
     // down, also after a failure, then nothing of the cluster anywhere.
-    let down = c.hvd(&["down", &c.profile]);
+    let down = c.hvd(&["down", "--yes", &c.profile]);
     let rt = runtime();
     let os = rt.block_on(common::cloud::client("local-user"));
     let left = rt.block_on(leftovers(&os, &c.name));

@@ -280,7 +280,7 @@ fn cycle(
     let up_ok = up.status.success();
 
     let counts = proxy.cycle(rate, 2000 + u64::from(n));
-    let (down, down_secs) = c.flaky(&["down"]);
+    let (down, down_secs) = c.flaky(&["down", "--yes"]);
     let down_calls = counts.calls();
     faults.push_str(&format!(
         " | down: {}",
@@ -293,7 +293,7 @@ fn cycle(
     ));
     let down_ok = down.status.success();
     if !down_ok && !must_converge {
-        c.direct(&["down"]);
+        c.direct(&["down", "--yes"]);
     }
     let left = rt.block_on(leftovers(&os, &c.name));
     let m = Measured {

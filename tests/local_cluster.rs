@@ -12,7 +12,8 @@
 
 mod common;
 
-use std::process::Command;
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 use common::TestCluster;
 
@@ -231,9 +232,10 @@ fn local_cluster_up_check_train_again_down() {
 
         stop_and_start(&c);
         common::bench_report::bench_on_a_running_cluster(&c);
+        down_says_what_goes_and_asks(&c);
     });
 
-    let down = c.hvd(&["down", profile]);
+    let down = c.hvd(&["down", "--yes", profile]);
     assert!(down.status.success(), "down succeeds");
     assert_eq!(
         labelled(&["ps", "-a"], name),
@@ -253,6 +255,54 @@ fn local_cluster_up_check_train_again_down() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
+}
+
+/// `down` first says what goes (the servers by name, the network pieces, what /shared holds
+/// and the jobs on record, read from the master) and deletes nothing without an answer:
+/// refused without a terminal and without `--yes` (exit 2, one line naming both), and a `n`
+/// typed on a terminal (`script` gives it one) leaves the cluster as it was.
+fn down_says_what_goes_and_asks(c: &TestCluster) {
+    let (name, profile) = (c.name.as_str(), c.profile.as_str());
+    let running = || labelled(&["ps"], name).len();
+    let refused = c
+        .command(&["down", profile])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run hvd-cluster");
+    let line = common::one_error_line(&refused, 2);
+    assert!(
+        line.contains("no terminal to ask on") && line.contains("--yes"),
+        "{line}"
+    );
+    let said = String::from_utf8_lossy(&refused.stderr);
+    for part in [
+        format!("3 servers: {name}-master, {name}-worker-1, {name}-worker-2"),
+        "and 1 network".to_string(),
+        " file(s), deleted with it".to_string(),
+        "jobs on record: ".to_string(),
+    ] {
+        assert!(said.contains(&part), "{part:?} in {said}");
+    }
+    assert_eq!(running(), 3, "nothing deleted without an answer");
+
+    let command = format!("'{}' down '{profile}'", env!("CARGO_BIN_EXE_hvd-cluster"));
+    let mut asked = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("HVD_CLUSTER_STATE_DIR", &c.state)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script (util-linux)");
+    asked.stdin.take().unwrap().write_all(b"n\n").unwrap();
+    let asked = asked.wait_with_output().unwrap();
+    let seen = String::from_utf8_lossy(&asked.stdout);
+    assert_eq!(asked.status.code(), Some(1), "{seen}");
+    assert!(
+        seen.contains("Delete all of it? [y/N]") && seen.contains("nothing deleted"),
+        "{seen}"
+    );
+    assert_eq!(running(), 3, "an answer of n deletes nothing");
 }
 
 /// `stop` stops every node container (and says so); a second `stop` finds it stopped;
@@ -439,7 +489,7 @@ fn a_labelled_container_with_a_foreign_name_is_ignored() {
                 "warned about {intruder}: {stderr}"
             );
         }
-        let mut down = c.command(&["down", "--cluster", name]);
+        let mut down = c.command(&["down", "--yes", "--cluster", name]);
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("OS_") {
                 down.env_remove(&key);

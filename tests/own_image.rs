@@ -224,7 +224,7 @@ fn a_users_image_runs_the_cluster() {
         assert!(sizes.contains(&2) && sizes.contains(&3), "{sizes:?}");
         eprintln!("elastic 2 -> 3: {:.0}s", t.elapsed().as_secs_f64());
     }));
-    let down = c.hvd(&["down", &profile]);
+    let down = c.hvd(&["down", "--yes", &profile]);
     eprintln!("whole test: {:.0}s", started.elapsed().as_secs_f64());
     if let Err(e) = result {
         std::panic::resume_unwind(e);

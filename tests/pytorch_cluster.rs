@@ -216,7 +216,7 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
         );
         holds_the_dataset("worker-4");
     });
-    assert!(c.hvd(&["down", &c.profile]).status.success());
+    assert!(c.hvd(&["down", "--yes", &c.profile]).status.success());
     eprintln!("whole test: {:.0}s", started.elapsed().as_secs_f64());
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);

@@ -343,7 +343,7 @@ fn pull_from_a_private_registry_once_per_cluster() {
             "a second up pulls nothing"
         );
     }));
-    let down = c.hvd(&["down", &profile]);
+    let down = c.hvd(&["down", "--yes", &profile]);
     if let Err(e) = result {
         std::panic::resume_unwind(e);
     }

@@ -35,7 +35,7 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
-            .args(["down", self.profile.to_str().unwrap_or_default()])
+            .args(["down", "--yes", self.profile.to_str().unwrap_or_default()])
             .env("HVD_CLUSTER_STATE_DIR", &self.state)
             .status();
     }

@@ -1,5 +1,10 @@
-//! `down`: deletes everything tagged with the cluster, last created first, proves through
-//! the API that nothing is left, then removes the cluster's folder. Safe to repeat.
+//! `down`: says what goes (servers, disks, network pieces, what /shared holds, the jobs on
+//! record) and asks on a terminal (`--yes` for scripts; refused without either), then
+//! deletes everything tagged with the cluster, last created first, proves through the API
+//! that nothing is left, and removes the cluster's folder. Safe to repeat.
+
+use std::io::{BufRead, IsTerminal};
+use std::time::Duration;
 
 use crate::apply::ApplyError;
 use crate::cluster;
@@ -7,9 +12,14 @@ use crate::cluster::Target;
 use crate::context::Context;
 use crate::error::Error;
 use crate::input;
-use crate::plan;
+use crate::jobs::State;
+use crate::plan::{self, Health, Kind, Names, Observation};
+use crate::state::ClusterDir;
 
-pub async fn down(ctx: &Context, target: Target) -> Result<u8, Error> {
+/// How long `down` waits for the master to say what /shared holds before it says "unknown".
+const MASTER_READ: Duration = Duration::from_secs(20);
+
+pub async fn down(ctx: &Context, target: Target, yes: bool) -> Result<u8, Error> {
     let started = std::time::Instant::now();
     let (name, dir, provider) = cluster::target(ctx, target).await?;
     let lock = dir.lock()?;
@@ -20,10 +30,27 @@ pub async fn down(ctx: &Context, target: Target) -> Result<u8, Error> {
             .line(format!("cluster `{name}`: nothing to delete"));
     } else {
         let plan = plan::teardown(&observed);
-        ctx.progress.line(format!(
-            "cluster `{name}`: deleting {} resources",
-            plan.actions.len()
-        ));
+        let count = plan.actions.len();
+        let mut said = vec![format!(
+            "cluster `{name}`: down deletes {count} resource(s):"
+        )];
+        said.extend(
+            plan::teardown_summary(&observed)
+                .into_iter()
+                .map(|l| format!("  {l}")),
+        );
+        said.extend(
+            on_the_master(&dir, &name, &observed)
+                .await
+                .into_iter()
+                .map(|l| format!("  {l}")),
+        );
+        for line in &said {
+            eprintln!("{line}");
+        }
+        confirm(&name, count, yes)?;
+        ctx.progress
+            .line(format!("cluster `{name}`: deleting {count} resources"));
         applier.apply(&plan).await?;
     }
     // A cloud whose policy hides the user's credentials must not keep `down` from finishing:
@@ -59,4 +86,127 @@ pub async fn down(ctx: &Context, target: Target) -> Result<u8, Error> {
     ));
     println!("cluster `{name}`: deleted; nothing tagged with it is left");
     Ok(0)
+}
+
+/// What deleting the master loses, read from it: /shared's size and files, and the jobs on
+/// record. Best effort, at most [`MASTER_READ`]: a stopped master, a folder without the
+/// cluster's key (`down --cluster` elsewhere) or a master that does not answer is said so.
+async fn on_the_master(dir: &ClusterDir, name: &str, observed: &Observation) -> Vec<String> {
+    let master = Names(name).master();
+    let server = observed
+        .resources
+        .iter()
+        .find(|o| o.kind == Kind::Server && o.name == master);
+    let unknown = |why: &str| vec![format!("/shared: unknown, {why}")];
+    match server.map(|s| &s.health) {
+        None => return unknown("there is no master"),
+        Some(Health::Stopped | Health::Stopping) => return unknown("the master is stopped"),
+        Some(_) => {}
+    }
+    // Never the first contact (a cluster made with --no-bootstrap): down learns no host key.
+    let pinned = std::fs::read_to_string(dir.path.join("known_hosts")).unwrap_or_default();
+    if !pinned
+        .lines()
+        .any(|l| l.split(' ').next() == Some(master.as_str()))
+    {
+        return unknown("the master was never reached over SSH from here");
+    }
+    let nodes = dir.load().map(|s| s.nodes).unwrap_or_default();
+    let read = async {
+        let ssh = match cluster::connect_master_from_folder(dir, &nodes).await {
+            None => return unknown("this machine holds no key to the master"),
+            Some(Err(e)) => {
+                return unknown(&format!(
+                    "the master did not answer ({})",
+                    input::shown_message(&e, 200)
+                ))
+            }
+            Some(Ok(ssh)) => ssh,
+        };
+        let mut lines = match ssh
+            .sudo("du -sxb /shared 2>/dev/null | cut -f1; find /shared -xdev -type f 2>/dev/null | wc -l")
+            .await
+        {
+            Ok(out) => vec![shared_line(&out)],
+            Err(e) => unknown(&input::shown_message(&e.to_string(), 200)),
+        };
+        if let Ok(jobs) = super::jobs::runner_list(&ssh, "list").await {
+            let count = |state: State| jobs.iter().filter(|j| j.state == state).count();
+            let (running, queued) = (count(State::Running), count(State::Queued));
+            lines.push(match jobs.len() {
+                0 => "jobs on record: none".to_string(),
+                n => format!("jobs on record: {n} ({running} running, {queued} queued), their logs go with the master"),
+            });
+        }
+        lines
+    };
+    tokio::time::timeout(MASTER_READ, read)
+        .await
+        .unwrap_or_else(|_| {
+            unknown(&format!(
+                "the master did not answer in {}s",
+                MASTER_READ.as_secs()
+            ))
+        })
+}
+
+/// `du`'s bytes and `find`'s count, as one line.
+fn shared_line(out: &str) -> String {
+    let mut numbers = out.lines().map(|l| l.trim().parse::<u64>());
+    match (numbers.next(), numbers.next()) {
+        (Some(Ok(bytes)), Some(Ok(files))) => format!(
+            "/shared: {:.1} MB in {files} file(s), deleted with it",
+            bytes as f64 / 1e6
+        ),
+        _ => format!(
+            "/shared: unknown (the master said {})",
+            input::shown_message(out, 80)
+        ),
+    }
+}
+
+/// `--yes`, or a `y` typed on the terminal; refused (exit 2) with neither to ask.
+fn confirm(name: &str, count: usize, yes: bool) -> Result<(), Error> {
+    if yes {
+        return Ok(());
+    }
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(Error::Usage(format!(
+            "down: nothing deleted: cluster `{name}` has {count} resource(s) to delete and no terminal to ask on; pass --yes to delete without asking"
+        )));
+    }
+    eprint!("Delete all of it? [y/N] ");
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Error::Runtime(format!("down: nothing deleted: reading the answer: {e}")))?;
+    if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+        Ok(())
+    } else {
+        Err(Error::Runtime(format!(
+            "down: nothing deleted (answered {:?}); cluster `{name}` is as it was",
+            input::shown(answer.trim())
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_line_reads_du_and_find_and_says_what_else_it_got() {
+        assert_eq!(
+            shared_line("1234567890\n42\n"),
+            "/shared: 1234.6 MB in 42 file(s), deleted with it"
+        );
+        let odd = shared_line("Permission denied\n\u{1b}[2J");
+        assert!(
+            odd.starts_with("/shared: unknown (the master said "),
+            "{odd}"
+        );
+        assert!(!odd.contains('\u{1b}'), "{odd}");
+    }
 }

@@ -42,7 +42,7 @@ async fn read_job(master: &NodeSession, id: JobId) -> Result<Option<Job>, Error>
 }
 
 /// The runner's `list` (with `args`), read by its grammar; nothing before the first `run`.
-async fn runner_list(master: &Ssh, args: &str) -> Result<Vec<Job>, Error> {
+pub(super) async fn runner_list(master: &Ssh, args: &str) -> Result<Vec<Job>, Error> {
     let out = master
         .sudo(&format!(
             "[ ! -e {} ] || {}",

@@ -136,3 +136,57 @@ pub fn teardown(observed: &Observation) -> Plan {
     actions.sort_by_key(|a| std::cmp::Reverse(a.kind().level()));
     Plan { actions }
 }
+
+/// What `down` deletes, a line per part: servers, volumes and shares by name (the ones a
+/// user must recognise before saying yes; a long list shows its ends), the network pieces
+/// counted. Names come from the cloud: shown escaped and shortened.
+pub fn teardown_summary(observed: &Observation) -> Vec<String> {
+    let of = |kind: Kind| -> Vec<&str> {
+        let mut names: Vec<&str> = observed
+            .resources
+            .iter()
+            .filter(|o| o.kind == kind)
+            .map(|o| o.name.as_str())
+            .collect();
+        names.sort_unstable();
+        names
+    };
+    let counted = |n: usize, label: &str| format!("{n} {label}{}", if n == 1 { "" } else { "s" });
+    let mut lines = Vec::new();
+    for kind in [Kind::Server, Kind::Volume, Kind::Share] {
+        let names = of(kind);
+        if names.is_empty() {
+            continue;
+        }
+        let shown: Vec<String> = names.iter().map(|n| crate::input::shown(n)).collect();
+        let listed = if shown.len() > 8 {
+            format!(
+                "{}, ... {} more ..., {}",
+                shown[..3].join(", "),
+                shown.len() - 5,
+                shown[shown.len() - 2..].join(", ")
+            )
+        } else {
+            shown.join(", ")
+        };
+        lines.push(format!("{}: {listed}", counted(names.len(), kind.label())));
+    }
+    let pieces: Vec<String> = [
+        Kind::Network,
+        Kind::Subnet,
+        Kind::Router,
+        Kind::SecurityGroup,
+        Kind::FloatingIp,
+        Kind::Keypair,
+        Kind::VolumeAttachment,
+    ]
+    .into_iter()
+    .map(|kind| (of(kind).len(), kind))
+    .filter(|&(n, _)| n > 0)
+    .map(|(n, kind)| counted(n, kind.label()))
+    .collect();
+    if !pieces.is_empty() {
+        lines.push(format!("and {}", pieces.join(", ")));
+    }
+    lines
+}

@@ -12,7 +12,7 @@ mod quota;
 #[cfg(test)]
 mod tests;
 
-pub use diff::{plan, teardown};
+pub use diff::{plan, teardown, teardown_summary};
 pub use names::Names;
 pub use quota::{shortfalls, FlavorSize, Quota, QuotaDelta, Shortfall};
 

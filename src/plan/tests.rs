@@ -359,6 +359,45 @@ fn teardown_deletes_in_reverse_level_order() {
 }
 
 #[test]
+fn teardown_summary_names_servers_and_disks_and_counts_the_network_pieces() {
+    let p = profile(2);
+    let lines = teardown_summary(&observed_all(&p));
+    assert_eq!(
+        lines[0],
+        format!("3 servers: {0}-master, {0}-worker-1, {0}-worker-2", p.name)
+    );
+    let last = lines.last().unwrap();
+    assert!(
+        last.starts_with("and 1 network, 1 subnet, 1 router, 2 security groups"),
+        "{last}"
+    );
+    assert!(teardown_summary(&Observation::default()).is_empty());
+}
+
+#[test]
+fn teardown_summary_shortens_long_lists_and_escapes_the_clouds_names() {
+    let server = |name: String| Observed {
+        kind: Kind::Server,
+        id: name.clone(),
+        name,
+        health: Health::Ready,
+    };
+    let mut resources: Vec<Observed> = (10..30).map(|i| server(format!("c-worker-{i}"))).collect();
+    resources.push(server("c-master\n\u{1b}[2Jx".into()));
+    let lines = teardown_summary(&Observation {
+        resources,
+        highest_worker_index: 0,
+    });
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("21 servers: c-master\\n\\u{1b}[2Jx, c-worker-10, c-worker-11, ... 16 more ..., c-worker-28, c-worker-29"),
+        "{}",
+        lines[0]
+    );
+    assert!(!lines[0].contains('\n') && !lines[0].contains('\u{1b}'));
+}
+
+#[test]
 fn quota_shortfall_has_the_numbers() {
     let p = profile(3);
     let plan = plan(&p, &Observation::default());
