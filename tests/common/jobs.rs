@@ -106,7 +106,10 @@ pub fn jobs_on_a_running_cluster(c: &TestCluster, nodes: &[&str], slots: u64) {
 
     // Attached, then the CLI and its SSH connections killed (-9): the job goes on, finishes,
     // and `logs --follow` from another command shows every line and ends with its status.
-    let ticks = "for i in 1 2 3 4 5; do echo tick $i rank $HOROVOD_RANK; sleep 2; done; exit 3";
+    // Rank 0 fails last, 10 s after its ticks: the remote ranks start seconds after it on a
+    // loaded machine, and horovodrun ends the others when one fails (seen: 13 ticks of 15).
+    let ticks = "for i in 1 2 3 4 5; do echo tick $i rank $HOROVOD_RANK; sleep 2; done; \
+                 if [ \"$HOROVOD_RANK\" = 0 ]; then sleep 10; exit 3; fi";
     let mut attached = c
         .command(&["run", profile, "--", "sh", "-c", ticks])
         .stdout(Stdio::piped())
