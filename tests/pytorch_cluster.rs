@@ -134,13 +134,6 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
         // Horovod's elastic ImageNet example: 2 workers, then 3 (scale), a worker killed and
         // replaced (heal); its checkpoint pulled back and loaded here.
         let t = Instant::now();
-        let holds_the_dataset = |node: &str| {
-            let there = imagenet::digests_on(&c, node, "/staged/tiny-imagenet");
-            assert_eq!(
-                there, files,
-                "{node} holds the staged dataset, file for file"
-            );
-        };
         let examples = imagenet::horovod_examples();
         let push = c.hvd(&[
             "push",
@@ -161,7 +154,11 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
             "new worker joined the job {:.0}s after `scale` started",
             scale_started.elapsed().as_secs_f64()
         );
-        holds_the_dataset("worker-3");
+        assert_eq!(
+            imagenet::digests_on(&c, "worker-3", "/staged/tiny-imagenet"),
+            files,
+            "the worker scale added holds the staged dataset, file for file"
+        );
         // the worker `scale` added is preempted (rank 0, which prints the bars, runs on one
         // of the first two: whichever elastic Horovod chose)
         job.preempt_and_heal(&c, "worker-3", Duration::from_secs(300));
@@ -188,17 +185,30 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
             &pulled.path().display().to_string(),
         ]);
         assert!(pull.status.success(), "{pull:?}");
-        let load = imagenet::python_in(
-            IMAGE,
-            &format!("{}:/pulled:ro", pulled.path().display()),
-            &format!(
-                "import torch, torchvision\n\
-                 ck = torch.load('/pulled/checkpoint-{last}.pth.tar')\n\
-                 m = torchvision.models.resnet50()\n\
-                 m.load_state_dict(ck['model'])\n\
-                 print('loaded', sorted(ck), len(ck['optimizer']['state']))"
-            ),
-        );
+        let load = std::process::Command::new("docker")
+            .args([
+                "run",
+                "--rm",
+                "--network",
+                "none",
+                "--entrypoint",
+                "python",
+                "-v",
+            ])
+            .arg(format!("{}:/pulled:ro", pulled.path().display()))
+            .args([
+                IMAGE,
+                "-c",
+                &format!(
+                    "import torch, torchvision\n\
+                     ck = torch.load('/pulled/checkpoint-{last}.pth.tar')\n\
+                     m = torchvision.models.resnet50()\n\
+                     m.load_state_dict(ck['model'])\n\
+                     print('loaded', sorted(ck), len(ck['optimizer']['state']))"
+                ),
+            ])
+            .output()
+            .expect("docker");
         let loaded = String::from_utf8_lossy(&load.stdout);
         assert!(
             load.status.success() && loaded.contains("loaded ['model', 'optimizer']"),
@@ -214,7 +224,11 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
             "elastic ImageNet example: {:.0}s",
             t.elapsed().as_secs_f64()
         );
-        holds_the_dataset("worker-4");
+        assert_eq!(
+            imagenet::digests_on(&c, "worker-4", "/staged/tiny-imagenet"),
+            files,
+            "the worker heal added holds the staged dataset, file for file"
+        );
     });
     assert!(c.hvd(&["down", "--yes", &c.profile]).status.success());
     eprintln!("whole test: {:.0}s", started.elapsed().as_secs_f64());

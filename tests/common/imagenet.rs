@@ -4,11 +4,14 @@
 //! says nothing of the world's size, but rank 0's progress bar does: each epoch's first bar
 //! counts `ceil(train images / size)` batches of one image (`ElasticSampler` shards them).
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{Followed, TestCluster};
+use super::TestCluster;
 
 pub const SCRIPT: &str = "pytorch_imagenet_resnet50_elastic.py";
 pub const CLASSES: usize = 3;
@@ -48,18 +51,7 @@ for split, n in (('train', {TRAIN_PER_CLASS}), ('val', {VAL_PER_CLASS})):
             Image.frombytes('RGB', (64, 64), px).save('%s/n%08d_%d.JPEG' % (d, c, i), quality=90)
 "
     );
-    let out = python_in(image, &format!("{}:/out", dir.display()), &script);
-    assert!(
-        out.status.success(),
-        "the tiny ImageFolder: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// `script` run by `image`'s Python in a throwaway container without a network, `volume`
-/// (`HOST:CONTAINER[:ro]`) mounted.
-pub fn python_in(image: &str, volume: &str, script: &str) -> Output {
-    Command::new("docker")
+    let out = Command::new("docker")
         .args([
             "run",
             "--rm",
@@ -69,9 +61,15 @@ pub fn python_in(image: &str, volume: &str, script: &str) -> Output {
             "python",
             "-v",
         ])
-        .args([volume, image, "-c", script])
+        .arg(format!("{}:/out", dir.display()))
+        .args([image, "-c", &script])
         .output()
-        .expect("docker")
+        .expect("docker");
+    assert!(
+        out.status.success(),
+        "the tiny ImageFolder: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The world size an epoch's first progress bar says (`total` batches of one image).
@@ -101,7 +99,9 @@ pub fn train_bar(segment: &str) -> Option<(u32, usize)> {
 
 /// The tutorial under `run --elastic`, read as it goes.
 pub struct TutorialJob {
-    job: Followed,
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    reader: JoinHandle<Vec<String>>,
     /// The highest epoch whose first bar was seen, and the size it said.
     pub epochs: Vec<(u32, u32)>,
 }
@@ -142,8 +142,29 @@ impl TutorialJob {
             "--batches-per-commit",
             "1",
         ];
+        let mut child = cluster
+            .command(&argv)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            for line in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
+                // tqdm redraws its bar with carriage returns: one segment per redraw
+                for segment in String::from_utf8_lossy(&line).split('\r') {
+                    let _ = tx.send(segment.to_string());
+                    all.push(segment.to_string());
+                }
+            }
+            all
+        });
         TutorialJob {
-            job: Followed::spawn(cluster.command(&argv), |_| false),
+            child,
+            lines,
+            reader,
             epochs: Vec::new(),
         }
     }
@@ -152,11 +173,14 @@ impl TutorialJob {
     pub fn wait_size(&mut self, size: u32, limit: Duration) -> u32 {
         let deadline = Instant::now() + limit;
         loop {
-            let Some(segment) = self.job.next_before(deadline) else {
-                panic!(
-                    "no epoch started at world size {size} in {limit:?}; epochs and sizes so far: {:?}",
-                    self.epochs
-                );
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "no epoch started at world size {size} in {limit:?}; epochs and sizes so far: {:?}",
+                self.epochs
+            );
+            let Ok(segment) = self.lines.recv_timeout(left.min(Duration::from_secs(5))) else {
+                continue;
             };
             let Some((epoch, total)) = train_bar(&segment) else {
                 continue;
@@ -177,21 +201,34 @@ impl TutorialJob {
     /// Ends the job with `cancel` (its epochs are as many as the test lets it run); returns
     /// every line it printed.
     pub fn cancel(self, cluster: &TestCluster) -> Vec<String> {
+        let TutorialJob {
+            mut child, reader, ..
+        } = self;
         let cancel = cluster.hvd(&["cancel", &cluster.profile, "--all"]);
         assert!(cancel.status.success(), "{cancel:?}");
-        let (exit, lines) = self.job.finish();
+        let exit = child.wait().unwrap();
         assert!(!exit.success(), "a cancelled job is not a success");
-        lines
+        reader.join().unwrap()
     }
 }
 
 impl TutorialJob {
-    /// [`preempt_and_heal`](super::preempt_and_heal) under the tutorial. (Rank 0 as the job
-    /// started prints the bars: `worker` must not be the node it runs on.)
+    /// A preemption under the tutorial at world size 3: `worker`'s machine disappears
+    /// (`docker kill`), the job goes on at 2, `heal` names and replaces it, the job is back at
+    /// 3 within `regrow`. (Rank 0 as the job started prints the bars: `worker` must not be the node it runs on.)
     pub fn preempt_and_heal(&mut self, c: &TestCluster, worker: &str, regrow: Duration) {
-        super::preempt_and_heal(c, worker, regrow, |size, limit| {
-            self.wait_size(size, limit);
-        });
+        let killed = format!("{}-{worker}", c.name);
+        assert!(Command::new("docker")
+            .args(["kill", &killed])
+            .status()
+            .expect("docker")
+            .success());
+        self.wait_size(2, Duration::from_secs(300));
+        let heal = c.hvd(&["heal", &c.profile]);
+        assert!(heal.status.success(), "{heal:?}");
+        let healed = String::from_utf8_lossy(&heal.stdout);
+        assert!(healed.contains(&killed), "{healed}");
+        self.wait_size(3, regrow);
     }
 }
 

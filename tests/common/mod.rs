@@ -144,64 +144,11 @@ pub fn step_line(line: &str) -> Option<(u32, u32)> {
     Some((field("step=")?, field("size=")?))
 }
 
-/// A command's standard output read as it comes, line by line (a carriage return ends a line
-/// too: progress bars redraw with it), every line kept for the end as well.
-pub struct Followed {
-    child: Child,
-    pub lines: mpsc::Receiver<String>,
-    reader: JoinHandle<Vec<String>>,
-}
-
-impl Followed {
-    /// Starts `command` (its standard error dropped); lines for which `echo` holds are
-    /// printed as they come, after `[job] `.
-    pub fn spawn(mut command: Command, echo: fn(&str) -> bool) -> Followed {
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut all = Vec::new();
-            for line in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
-                for part in String::from_utf8_lossy(&line).split('\r') {
-                    if part.is_empty() {
-                        continue;
-                    }
-                    if echo(part) {
-                        eprintln!("[job] {part}");
-                    }
-                    let _ = tx.send(part.to_string());
-                    all.push(part.to_string());
-                }
-            }
-            all
-        });
-        Followed {
-            child,
-            lines,
-            reader,
-        }
-    }
-
-    /// The next line, unless `deadline` passes first.
-    pub fn next_before(&self, deadline: Instant) -> Option<String> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        self.lines.recv_timeout(left).ok()
-    }
-
-    /// Waits for the command's end: its exit status and every line it printed.
-    pub fn finish(mut self) -> (std::process::ExitStatus, Vec<String>) {
-        let exit = self.child.wait().unwrap();
-        (exit, self.reader.join().unwrap())
-    }
-}
-
 /// `hvd-cluster run --elastic` of examples/elastic_train.py, read line by line.
 pub struct ElasticJob {
-    job: Followed,
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    reader: JoinHandle<Vec<String>>,
     /// Every (step, size) read so far.
     pub seen: Vec<(u32, u32)>,
 }
@@ -239,11 +186,29 @@ impl ElasticJob {
             script,
         ];
         argv.extend_from_slice(args);
-        let job = Followed::spawn(cluster.command(&argv), |line| {
-            line.contains("ELASTIC") || line.contains("RESET")
+        let mut child = cluster
+            .command(&argv)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains("ELASTIC") || line.contains("RESET") {
+                    eprintln!("[job] {line}");
+                }
+                let _ = tx.send(line.clone());
+                all.push(line);
+            }
+            all
         });
         ElasticJob {
-            job,
+            child,
+            lines,
+            reader,
             seen: Vec::new(),
         }
     }
@@ -252,26 +217,39 @@ impl ElasticJob {
     pub fn wait_size(&mut self, size: u32, limit: Duration) -> u32 {
         let deadline = Instant::now() + limit;
         loop {
-            let Some(line) = self.job.next_before(deadline) else {
-                panic!(
-                    "the job never reached world size {size} in {limit:?}; last steps: {:?}",
-                    self.seen.iter().rev().take(5).collect::<Vec<_>>()
-                );
-            };
-            if let Some((step, s)) = step_line(&line) {
-                self.seen.push((step, s));
-                if s == size {
-                    return step;
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "the job never reached world size {size} in {limit:?}; last steps: {:?}",
+                self.seen.iter().rev().take(5).collect::<Vec<_>>()
+            );
+            if let Ok(line) = self.lines.recv_timeout(left.min(Duration::from_secs(5))) {
+                if let Some((step, s)) = step_line(&line) {
+                    self.seen.push((step, s));
+                    if s == size {
+                        return step;
+                    }
                 }
             }
         }
     }
 
-    /// [`preempt_and_heal`] of worker-1.
+    /// A preemption and its repair, with the job running at 3: worker-1's machine disappears
+    /// (`docker kill`), the job goes on at 2, `heal` names and replaces it, the job is back at
+    /// 3 within `regrow`.
     pub fn preempt_worker_1_and_heal(&mut self, c: &TestCluster, regrow: Duration) {
-        preempt_and_heal(c, "worker-1", regrow, |size, limit| {
-            self.wait_size(size, limit);
-        });
+        let killed = format!("{}-worker-1", c.name);
+        assert!(Command::new("docker")
+            .args(["kill", &killed])
+            .status()
+            .expect("docker")
+            .success());
+        self.wait_size(2, Duration::from_secs(180));
+        let heal = c.hvd(&["heal", &c.profile]);
+        assert!(heal.status.success());
+        let healed = String::from_utf8_lossy(&heal.stdout);
+        assert!(healed.contains(&killed), "{healed}");
+        self.wait_size(3, regrow);
     }
 
     /// Ends the job through its stop file on /shared and checks its own account: a clean
@@ -279,7 +257,8 @@ impl ElasticJob {
     /// it. Returns every world size the job ran at.
     pub fn stop_and_verify(mut self, cluster: &TestCluster) -> Vec<u32> {
         cluster.on_node("master", &["sudo", "touch", "/shared/elastic_stop"]);
-        let (exit, lines) = self.job.finish();
+        let exit = self.child.wait().unwrap();
+        let lines = self.reader.join().unwrap();
         assert!(exit.success(), "the elastic job ends cleanly");
         for l in &lines {
             if let Some(s) = step_line(l) {
@@ -306,29 +285,6 @@ impl ElasticJob {
         );
         self.seen.iter().map(|s| s.1).collect()
     }
-}
-
-/// A preemption and its repair, with an elastic job running at 3: `worker`'s machine
-/// disappears (`docker kill`), the job goes on at 2 (`wait_size` waits for a size), `heal`
-/// names and replaces it, the job is back at 3 within `regrow`.
-pub fn preempt_and_heal(
-    c: &TestCluster,
-    worker: &str,
-    regrow: Duration,
-    mut wait_size: impl FnMut(u32, Duration),
-) {
-    let killed = format!("{}-{worker}", c.name);
-    assert!(Command::new("docker")
-        .args(["kill", &killed])
-        .status()
-        .expect("docker")
-        .success());
-    wait_size(2, Duration::from_secs(300));
-    let heal = c.hvd(&["heal", &c.profile]);
-    assert!(heal.status.success(), "{heal:?}");
-    let healed = String::from_utf8_lossy(&heal.stdout);
-    assert!(healed.contains(&killed), "{healed}");
-    wait_size(3, regrow);
 }
 
 /// A command that failed as it should: exit `code` and exactly one `error:` line on stderr,
