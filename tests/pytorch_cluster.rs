@@ -185,30 +185,17 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
             &pulled.path().display().to_string(),
         ]);
         assert!(pull.status.success(), "{pull:?}");
-        let load = std::process::Command::new("docker")
-            .args([
-                "run",
-                "--rm",
-                "--network",
-                "none",
-                "--entrypoint",
-                "python",
-                "-v",
-            ])
-            .arg(format!("{}:/pulled:ro", pulled.path().display()))
-            .args([
-                IMAGE,
-                "-c",
-                &format!(
-                    "import torch, torchvision\n\
-                     ck = torch.load('/pulled/checkpoint-{last}.pth.tar')\n\
-                     m = torchvision.models.resnet50()\n\
-                     m.load_state_dict(ck['model'])\n\
-                     print('loaded', sorted(ck), len(ck['optimizer']['state']))"
-                ),
-            ])
-            .output()
-            .expect("docker");
+        let load = imagenet::python_in(
+            IMAGE,
+            &format!("{}:/pulled:ro", pulled.path().display()),
+            &format!(
+                "import torch, torchvision\n\
+                 ck = torch.load('/pulled/checkpoint-{last}.pth.tar')\n\
+                 m = torchvision.models.resnet50()\n\
+                 m.load_state_dict(ck['model'])\n\
+                 print('loaded', sorted(ck), len(ck['optimizer']['state']))"
+            ),
+        );
         let loaded = String::from_utf8_lossy(&load.stdout);
         assert!(
             load.status.success() && loaded.contains("loaded ['model', 'optimizer']"),

@@ -51,7 +51,18 @@ for split, n in (('train', {TRAIN_PER_CLASS}), ('val', {VAL_PER_CLASS})):
             Image.frombytes('RGB', (64, 64), px).save('%s/n%08d_%d.JPEG' % (d, c, i), quality=90)
 "
     );
-    let out = Command::new("docker")
+    let out = python_in(image, &format!("{}:/out", dir.display()), &script);
+    assert!(
+        out.status.success(),
+        "the tiny ImageFolder: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `script` run by `image`'s Python in a throwaway container without a network, `volume`
+/// (`HOST:CONTAINER[:ro]`) mounted.
+pub fn python_in(image: &str, volume: &str, script: &str) -> std::process::Output {
+    Command::new("docker")
         .args([
             "run",
             "--rm",
@@ -61,15 +72,9 @@ for split, n in (('train', {TRAIN_PER_CLASS}), ('val', {VAL_PER_CLASS})):
             "python",
             "-v",
         ])
-        .arg(format!("{}:/out", dir.display()))
-        .args([image, "-c", &script])
+        .args([volume, image, "-c", script])
         .output()
-        .expect("docker");
-    assert!(
-        out.status.success(),
-        "the tiny ImageFolder: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .expect("docker")
 }
 
 /// The world size an epoch's first progress bar says (`total` batches of one image).
