@@ -11,7 +11,7 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use crate::plan::{Desired, Health, Kind, Observation, Observed, Plan};
 use crate::progress::Progress;
 use crate::provider::{Provider, ProviderError};
-use crate::state::{ClusterDir, ClusterState, Resource, StateError};
+use crate::state::{ClusterDir, ClusterState, InFlight, Resource, StateError};
 use crate::wait::{wait_until, Probe, WaitError};
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +49,10 @@ pub struct Deadlines {
     pub recreate_retries: u32,
     /// Most concurrent calls inside one level.
     pub parallel: usize,
+    /// How long after a create was sent the cloud may still show its resource for the
+    /// first time: the API client's own request timeout, after which the command that sent
+    /// it would have stopped waiting for the answer too.
+    pub in_flight: Duration,
 }
 
 impl Default for Deadlines {
@@ -60,6 +64,7 @@ impl Default for Deadlines {
             tick: Duration::from_secs(2),
             recreate_retries: 2,
             parallel: 8,
+            in_flight: Duration::from_secs(120),
         }
     }
 }
@@ -108,16 +113,53 @@ impl<'a> Applier<'a> {
         self.lock_state().clone()
     }
 
-    /// Observes the cluster and folds what was found into the local state.
+    /// Observes the cluster and folds what was found into the local state. Called before a
+    /// command changes anything: a create the state records as under way was sent by a
+    /// command that stopped before its answer, and the cloud may not show it yet (nova shows a
+    /// server only once its API has finished the call): it is waited for, up to
+    /// [`Deadlines::in_flight`] after it was sent, so the plan does not make it a second time.
     pub async fn observe(&self) -> Result<Observation, ApplyError> {
         let cluster = self.dir.cluster.clone();
-        let resources = self
-            .provider
-            .observe(&cluster)
-            .await
-            .map_err(ApplyError::Observe)?;
+        let look = || async {
+            self.provider
+                .observe(&cluster)
+                .await
+                .map_err(ApplyError::Observe)
+        };
+        let mut resources = look().await?;
+        let in_flight = self.lock_state().in_flight.clone();
+        let now = unix_now();
+        let missing = |resources: &[Observed]| -> Vec<(String, Kind, u64)> {
+            unseen_in_flight(&in_flight, resources, now, self.deadlines.in_flight)
+        };
+        let waiting = missing(&resources);
+        if let Some(longest) = waiting.iter().map(|(_, _, left)| *left).max() {
+            for (name, kind, left) in &waiting {
+                self.progress.line(format!(
+                    "  ? {kind} {name}: its create was under way when the last command stopped; \
+                     waiting up to {left}s for the cloud to show it"
+                ));
+            }
+            let deadline = Instant::now() + Duration::from_secs(longest);
+            while !missing(&resources).is_empty() && Instant::now() < deadline {
+                tokio::time::sleep(self.deadlines.tick).await;
+                resources = look().await?;
+            }
+            for (name, kind, _) in &waiting {
+                let seen = resources.iter().any(|o| &o.name == name && o.kind == *kind);
+                self.progress.line(if seen {
+                    format!("  = {kind} {name}: found, made by the stopped command")
+                } else {
+                    format!(
+                        "  ? {kind} {name}: not there; the stopped command's create did not take"
+                    )
+                });
+            }
+        }
         let highest = {
             let mut st = self.lock_state();
+            // Found or given up on: nothing of an earlier command is under way any more.
+            st.in_flight.clear();
             st.resources.retain(|name, r| {
                 resources
                     .iter()
@@ -163,6 +205,7 @@ impl<'a> Applier<'a> {
     fn record(&self, name: &str, kind: Kind, id: Option<&str>) -> Result<(), StateError> {
         {
             let mut st = self.lock_state();
+            st.in_flight.remove(name);
             match id {
                 Some(id) => {
                     st.resources.insert(
@@ -181,6 +224,18 @@ impl<'a> Applier<'a> {
                 }
             }
         }
+        self.save()
+    }
+
+    /// Records, before the call, that `d` is being created (cleared by [`Applier::record`]).
+    fn sending(&self, d: &Desired) -> Result<(), StateError> {
+        self.lock_state().in_flight.insert(
+            d.name.clone(),
+            InFlight {
+                kind: d.kind(),
+                sent_at: unix_now(),
+            },
+        );
         self.save()
     }
 
@@ -261,6 +316,7 @@ impl<'a> Applier<'a> {
                     return Ok(());
                 };
                 let started = Instant::now();
+                self.sending(d)?;
                 let id = self
                     .provider
                     .create(cluster, d, ids)
@@ -497,6 +553,40 @@ impl<'a> Applier<'a> {
     }
 }
 
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The creates under way that `resources` does not show yet and the cloud may still show:
+/// (name, kind, seconds left of `window` after each was sent). Pure.
+fn unseen_in_flight(
+    in_flight: &BTreeMap<String, InFlight>,
+    resources: &[Observed],
+    now: u64,
+    window: Duration,
+) -> Vec<(String, Kind, u64)> {
+    in_flight
+        .iter()
+        .filter(|(name, f)| {
+            !resources
+                .iter()
+                .any(|o| &o.name == *name && o.kind == f.kind)
+        })
+        .filter_map(|(name, f)| {
+            // A clock set back since the call is no reason to wait longer than the window.
+            let left = f
+                .sent_at
+                .saturating_add(window.as_secs())
+                .checked_sub(now)?
+                .min(window.as_secs());
+            (left > 0).then(|| (name.clone(), f.kind, left))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -565,5 +655,145 @@ mod tests {
         }));
         assert!(poisoned.is_err() && applier.state.is_poisoned());
         assert_eq!(applier.state().resources, saved.resources);
+    }
+
+    /// Shows nothing for the first `hidden` looks, then one server named `demo-master`.
+    struct Late {
+        hidden: usize,
+        looks: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Provider for Late {
+        fn blueprint(&self) -> &'static dyn crate::plan::Blueprint {
+            Nothing.blueprint()
+        }
+        fn set_public_key(&mut self, _: String) {}
+        fn observe<'a>(
+            &'a self,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+            let n = self.looks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let shown = n >= self.hidden;
+            Box::pin(async move {
+                Ok(if shown {
+                    vec![Observed {
+                        kind: Kind::Server,
+                        name: "demo-master".into(),
+                        id: "late-1".into(),
+                        health: Health::Pending,
+                    }]
+                } else {
+                    vec![]
+                })
+            })
+        }
+        fn poll<'a>(
+            &'a self,
+            c: &'a str,
+            k: Kind,
+        ) -> BoxFuture<'a, Result<Vec<Observed>, ProviderError>> {
+            Nothing.poll(c, k)
+        }
+        fn create<'a>(
+            &'a self,
+            c: &'a str,
+            d: &'a Desired,
+            ids: &'a BTreeMap<String, String>,
+        ) -> BoxFuture<'a, Result<String, ProviderError>> {
+            Nothing.create(c, d, ids)
+        }
+        fn delete<'a>(&'a self, o: &'a Observed) -> BoxFuture<'a, Result<(), ProviderError>> {
+            Nothing.delete(o)
+        }
+        fn nodes<'a>(
+            &'a self,
+            c: &'a str,
+        ) -> BoxFuture<'a, Result<Vec<crate::state::Node>, ProviderError>> {
+            Nothing.nodes(c)
+        }
+    }
+
+    fn in_flight(name: &str, kind: Kind, sent_at: u64) -> BTreeMap<String, InFlight> {
+        BTreeMap::from([(name.to_string(), InFlight { kind, sent_at })])
+    }
+
+    fn demo_dir(root: &std::path::Path) -> ClusterDir {
+        let name = crate::input::ClusterName::parse("demo").unwrap();
+        ClusterDir::open(root, &name).unwrap()
+    }
+
+    /// A command killed after sending a server's create: the next look waits for the cloud
+    /// to show it (seen in tests/cloud_cli.rs: the resumed `up` made a second master).
+    #[tokio::test]
+    async fn a_create_under_way_is_waited_for_not_made_again() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = demo_dir(root.path());
+        let progress = Progress::new(true);
+        let provider = Late {
+            hidden: 3,
+            looks: Default::default(),
+        };
+        let state = ClusterState {
+            cluster: "demo".into(),
+            in_flight: in_flight("demo-master", Kind::Server, unix_now()),
+            ..ClusterState::default()
+        };
+        let mut applier = Applier::new(&provider, &dir, &progress, state);
+        applier.deadlines.tick = Duration::from_millis(10);
+        let seen = applier.observe().await.unwrap();
+        assert_eq!(seen.resources.len(), 1, "{seen:?}");
+        assert_eq!(provider.looks.load(std::sync::atomic::Ordering::SeqCst), 4);
+        let saved = dir.load().unwrap();
+        assert!(saved.in_flight.is_empty(), "{saved:?}");
+        assert_eq!(saved.resources["demo-master"].id, "late-1");
+    }
+
+    /// One sent longer ago than the window is not waited for: one look, and it is forgotten.
+    #[tokio::test]
+    async fn a_create_sent_long_ago_is_not_waited_for() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = demo_dir(root.path());
+        let progress = Progress::new(true);
+        let provider = Late {
+            hidden: usize::MAX,
+            looks: Default::default(),
+        };
+        let state = ClusterState {
+            cluster: "demo".into(),
+            in_flight: in_flight("demo-master", Kind::Server, unix_now() - 121),
+            ..ClusterState::default()
+        };
+        let applier = Applier::new(&provider, &dir, &progress, state);
+        let seen = applier.observe().await.unwrap();
+        assert!(seen.resources.is_empty());
+        assert_eq!(provider.looks.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(dir.load().unwrap().in_flight.is_empty());
+    }
+
+    #[test]
+    fn unseen_in_flight_counts_from_the_send() {
+        let window = Duration::from_secs(120);
+        let shown = [Observed {
+            kind: Kind::Server,
+            name: "demo-master".into(),
+            id: "1".into(),
+            health: Health::Ready,
+        }];
+        let f = in_flight("demo-master", Kind::Server, 1000);
+        assert!(unseen_in_flight(&f, &shown, 1010, window).is_empty());
+        assert_eq!(
+            unseen_in_flight(&f, &[], 1010, window),
+            [("demo-master".to_string(), Kind::Server, 110)]
+        );
+        assert!(unseen_in_flight(&f, &[], 1120, window).is_empty());
+        // Same name, other kind: not the one under way.
+        let volume = in_flight("demo-master", Kind::Volume, 1000);
+        assert_eq!(unseen_in_flight(&volume, &shown, 1000, window).len(), 1);
+        // The clock set back by an hour: still no more than the window.
+        let later = in_flight("demo-master", Kind::Server, 10_000);
+        assert_eq!(
+            unseen_in_flight(&later, &[], 10_000 - 3600, window)[0].2,
+            120
+        );
     }
 }

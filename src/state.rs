@@ -54,6 +54,14 @@ pub struct Resource {
     pub id: String,
 }
 
+/// A create call under way: what it makes, and when it was sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlight {
+    pub kind: Kind,
+    /// Seconds since the Unix epoch, this machine's clock.
+    pub sent_at: u64,
+}
+
 /// A node's addresses, for SSH and the hostfile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Node {
@@ -88,6 +96,11 @@ pub struct ClusterState {
     pub resources: BTreeMap<String, Resource>,
     #[serde(default)]
     pub highest_worker_index: u32,
+    /// Creates sent to the cloud whose new id is not recorded yet, by resource name. A
+    /// command killed between the two leaves one, and the cloud may still be making the
+    /// resource: the next command's look waits for it rather than make a second.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub in_flight: BTreeMap<String, InFlight>,
     #[serde(default)]
     pub nodes: Vec<Node>,
     /// The workers hvd-cluster last wrote into the master's elastic discovery file (what
