@@ -220,7 +220,23 @@ impl Reach<'_> {
         vouch: Option<&Vouch<'_>>,
     ) -> Result<Vec<NodeSession>, BootstrapError> {
         let config = self.ssh_config()?;
-        bootstrap::connect_all(&config, which, &ctx.progress, deadline, vouch).await
+        let connected =
+            bootstrap::connect_all(&config, which, &ctx.progress, deadline, vouch).await;
+        if let Err(BootstrapError::Ssh(ssh::SshError::HostKeyChanged { node, offered, .. })) =
+            &connected
+        {
+            if let (None, Some(how)) = (vouch, self.renewing(node)) {
+                return Err(BootstrapError::Other(unfinished_renewal(
+                    node, offered, how,
+                )));
+            }
+        }
+        connected
+    }
+
+    /// What an unfinished command did to `node` that may have changed its host key.
+    pub fn renewing(&self, node: &str) -> Option<state::Renewal> {
+        self.dir.load().ok()?.renewing.get(node).copied()
     }
 }
 
@@ -411,4 +427,19 @@ fn free_port() -> Result<u16, Error> {
         .local_addr()
         .map(|a| a.port())
         .map_err(|e| Error::Runtime(format!("no free local port: {e}")))
+}
+
+/// A changed host key the tool knows the reason of: a command renewed the server and stopped
+/// before its console vouched for the new key. Said instead of the warning of someone between
+/// the user and the node, with the command that finishes the job.
+pub fn unfinished_renewal(node: &str, offered: &str, how: state::Renewal) -> String {
+    format!(
+        "{}: its SSH host key changed to {}, as it may: the server was {} before its console \
+         vouched for the new key. Run that command again (`hvd-cluster start` or `up` with the \
+         cluster's profile finishes any of them): it reads the key from the console through \
+         the cloud and pins it; no `ssh-keygen` by hand",
+        input::shown(node),
+        input::shown(offered),
+        how.by_an_unfinished_command()
+    )
 }

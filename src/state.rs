@@ -62,6 +62,32 @@ pub struct InFlight {
     pub sent_at: u64,
 }
 
+/// What a command did to a server that may give it a new host key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Renewal {
+    StartedAgain,
+    MadeAnew,
+}
+
+impl Renewal {
+    /// As the vouch line says it of the command that does it.
+    pub fn by_this_command(self) -> &'static str {
+        match self {
+            Renewal::StartedAgain => "started again by this command",
+            Renewal::MadeAnew => "made anew by this command",
+        }
+    }
+
+    /// As it is said of a command that stopped before the vouch.
+    pub fn by_an_unfinished_command(self) -> &'static str {
+        match self {
+            Renewal::StartedAgain => "started again by a command that did not finish",
+            Renewal::MadeAnew => "made anew by a command that did not finish",
+        }
+    }
+}
+
 /// A node's addresses, for SSH and the hostfile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Node {
@@ -101,6 +127,11 @@ pub struct ClusterState {
     /// resource: the next command's look waits for it rather than make a second.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub in_flight: BTreeMap<String, InFlight>,
+    /// Servers a command started again or made anew, recorded before the call and cleared
+    /// once every node's host key is vouched for: a command stopped in between leaves them
+    /// here, and the next one may still vouch for their new keys against their consoles.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub renewing: BTreeMap<String, Renewal>,
     #[serde(default)]
     pub nodes: Vec<Node>,
     /// The workers hvd-cluster last wrote into the master's elastic discovery file (what

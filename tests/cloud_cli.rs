@@ -6,7 +6,7 @@
 //! Needs the cloud: `tests/cloud/install && tests/cloud/start` (scripts/test does it).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -172,43 +172,7 @@ fn interrupt_up(c: &Cluster, signal: &str, marker: &str) {
 /// Starts hvd-cluster with `args`, waits until `marker` shows in its progress, then sends
 /// `signal`.
 fn interrupt(c: &Cluster, args: &[&str], signal: &str, marker: &str) {
-    let mut child = c
-        .cmd(args)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            eprintln!("[up] {line}");
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(line) if line.contains(marker) => break,
-            _ if Instant::now() > deadline => panic!("{args:?} never printed {marker:?}"),
-            _ => {}
-        }
-    }
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args([signal, &pid])
-        .status()
-        .unwrap()
-        .success());
-    let status = child.wait().unwrap();
-    assert!(!status.success(), "{args:?} was interrupted");
-    if signal == "-INT" {
-        assert_eq!(status.code(), Some(130), "Ctrl-C exits 130");
-    }
+    common::interrupt::at_marker(c.cmd(args), signal, marker, Duration::from_secs(180));
 }
 
 #[test]

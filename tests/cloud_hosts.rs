@@ -169,12 +169,31 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
 }
 
 /// `start` after the agent's stop: unshelved, the real-host servers come back as new
-/// containers with new host keys; each one's console, read through Nova's API, vouches for the
-/// key it offers, `start` says so per node and reaches a passing check. Then a key changed
-/// behind the tool's back (no server started or made by the command) stops the next command
-/// with the line.
+/// containers with new host keys. A first `start` is killed once its calls started them
+/// (issue 52): `check` then says which command finishes the job, not that someone may be
+/// between the user and the nodes; the next `start` vouches for each node's new key against
+/// its console, read through Nova's API, says so per node and reaches a passing check. Then a
+/// key changed behind the tool's back (no server renewed by any command) stops the next
+/// command with the warning.
 fn start_vouches_for_new_host_keys(c: &TestCluster, nodes: &[String]) {
     with_autostop(c, "off"); // the agent would stop the cluster again while this runs
+    let workers_started = format!("started {}", nodes[1]);
+    common::interrupt::at_marker(
+        c.command(&["start", &c.profile]),
+        "-KILL",
+        &workers_started,
+        Duration::from_secs(900),
+    );
+    let check = c.hvd(&["check", &c.profile]);
+    let err = String::from_utf8_lossy(&check.stderr);
+    assert!(!check.status.success(), "{err}");
+    assert!(
+        err.contains("its SSH host key changed to SHA256:")
+            && err.contains("the server was started again by a command that did not finish")
+            && err.contains("`hvd-cluster start`")
+            && !err.contains("someone may be between"),
+        "{err}"
+    );
     let start = c.hvd(&["start", &c.profile]);
     let (out, err) = (
         String::from_utf8_lossy(&start.stdout),
@@ -189,7 +208,7 @@ fn start_vouches_for_new_host_keys(c: &TestCluster, nodes: &[String]) {
             .unwrap_or_else(|| panic!("no new key for {n}: {err}"));
         assert!(
             line.ends_with(
-                "(the server was started again by this command), vouched for by its console"
+                "(the server was started again by a command that did not finish), vouched for by its console"
             ),
             "{line}"
         );

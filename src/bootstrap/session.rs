@@ -25,7 +25,8 @@ const CONSOLE_DEADLINE: Duration = Duration::from_secs(300);
 pub struct Vouch<'a> {
     pub provider: &'a dyn Provider,
     pub cluster: &'a str,
-    /// Node name → what this command did to it ("started again", "made anew").
+    /// Node name → what was done to it that may have changed its key ("started again by this
+    /// command", "made anew by a command that did not finish", ...).
     pub renewed: &'a BTreeMap<String, &'static str>,
     /// One re-pin of known_hosts at a time (workers connect side by side).
     pub lock: tokio::sync::Mutex<()>,
@@ -179,7 +180,7 @@ async fn vouch_for(
                     0o600,
                 )?;
                 return Ok(format!(
-                    "{node}: new SSH host key {offered} (the server was {done} by this command), vouched for by its console"
+                    "{node}: new SSH host key {offered} (the server was {done}), vouched for by its console"
                 ));
             }
             seen = Some(keys);

@@ -15,7 +15,8 @@ pub async fn ssh(
     command: &[String],
 ) -> Result<u8, Error> {
     let existing = cluster::existing(ctx, file).await?;
-    let path = existing.reach().ssh_config()?;
+    let reach = existing.reach();
+    let path = reach.ssh_config()?;
     let (p, nodes) = (&existing.profile, &existing.nodes);
     let target = match node {
         None => plan::Names(&p.name).master(),
@@ -34,6 +35,19 @@ pub async fn ssh(
             }
         }
     };
+    // ssh's own warning of a changed key would send the user to ssh-keygen: say why first.
+    let master = plan::Names(&p.name).master();
+    for n in [&master, &target] {
+        if let Some(how) = reach.renewing(n) {
+            ctx.progress.line(format!(
+                "note: {n} was {}; if ssh says its host key changed, run `hvd-cluster start {}` \
+                 again first: it vouches for the new key against the server's console",
+                how.by_an_unfinished_command(),
+                crate::cmd::shown_path(file)
+            ));
+            break;
+        }
+    }
     let status = std::process::Command::new("ssh")
         .arg("-F")
         .arg(&path)

@@ -28,7 +28,7 @@ use crate::provider::{self, Place, Provider};
 use crate::registry;
 use crate::render::HostSlots;
 use crate::ssh;
-use crate::state::{ClusterDir, ClusterState, LockGuard};
+use crate::state::{ClusterDir, ClusterState, LockGuard, Renewal};
 
 /// Connects to the provider a profile names, resolves every name it uses and fills in what
 /// the profile leaves to the cloud (said in a line each).
@@ -176,7 +176,22 @@ pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<P
     let mut prepared = prepare(ctx, &p, &dir, provider.as_ref()).await?;
     // A stopped cluster (`stop`) is started first, then planned again as it now is. The
     // servers started or made here may come with new host keys: their consoles may vouch.
-    let mut renewed: BTreeMap<String, &'static str> = BTreeMap::new();
+    // Those an earlier command renewed and stopped before vouching for count as well.
+    let mut renewed: BTreeMap<String, &'static str> = dir
+        .load()?
+        .renewing
+        .into_iter()
+        .map(|(n, r)| (n, r.by_an_unfinished_command()))
+        .collect();
+    // Recorded before the calls: a command stopped after them still knows why keys changed.
+    let stopped: Vec<String> = prepared
+        .observed
+        .resources
+        .iter()
+        .filter(|o| o.kind == Kind::Server && o.health.is_stopped())
+        .map(|o| o.name.clone())
+        .collect();
+    note_renewing(&dir, &stopped, Renewal::StartedAgain)?;
     let started_again = lifecycle::start_stopped(
         ctx,
         provider.as_ref(),
@@ -185,7 +200,11 @@ pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<P
     )
     .await?;
     if !started_again.is_empty() {
-        renewed.extend(started_again.into_iter().map(|n| (n, "started again")));
+        renewed.extend(
+            started_again
+                .into_iter()
+                .map(|n| (n, Renewal::StartedAgain.by_this_command())),
+        );
         prepared = prepare(ctx, &p, &dir, provider.as_ref()).await?;
     }
     let Prepared {
@@ -198,6 +217,19 @@ pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<P
     if !shortfalls.is_empty() {
         return Err(Error::Quota(shortfalls));
     }
+    let made: Vec<String> = plan
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Create { desired } | Action::Replace { desired, .. }
+                if desired.kind() == Kind::Server =>
+            {
+                Some(desired.name.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    note_renewing(&dir, &made, Renewal::MadeAnew)?;
     let mut saved = dir.load()?;
     saved.cloud = p.cloud.clone();
     saved.provider = Some(p.provider);
@@ -218,12 +250,8 @@ pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<P
             drain_leaving_workers(ctx, &p, &dir, &plan).await?;
         }
         applier.apply(&plan).await?;
-        for action in &plan.actions {
-            if let Action::Create { desired } | Action::Replace { desired, .. } = action {
-                if desired.kind() == Kind::Server {
-                    renewed.insert(desired.name.clone(), "made anew");
-                }
-            }
+        for name in made {
+            renewed.insert(name, Renewal::MadeAnew.by_this_command());
         }
     }
     let mut state = applier.state();
@@ -257,6 +285,12 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
         lock: tokio::sync::Mutex::new(()),
     };
     let mut opened = cluster::open(ctx, p, &c.dir, &c.state.nodes, Some(&vouch)).await?;
+    // Every node answered with a key pinned or vouched for: nothing is left to vouch for.
+    let mut saved = c.dir.load()?;
+    if !saved.renewing.is_empty() {
+        saved.renewing.clear();
+        c.dir.save(&saved)?;
+    }
     if p.storage.kind == profile::StorageKind::Manila {
         opened.share_export = provider.share_export(&p.name).await?;
     }
@@ -544,9 +578,23 @@ async fn probe_workers(
     Ok(())
 }
 
+/// Records, before the calls, that `servers` are about to be renewed (see
+/// [`ClusterState::renewing`]); what an earlier command recorded stays.
+fn note_renewing(dir: &ClusterDir, servers: &[String], how: Renewal) -> Result<(), Error> {
+    if servers.is_empty() {
+        return Ok(());
+    }
+    let mut saved = dir.load()?;
+    for name in servers {
+        saved.renewing.entry(name.clone()).or_insert(how);
+    }
+    dir.save(&saved)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::profile_warnings;
+    use super::{note_renewing, profile_warnings, ClusterDir, Renewal};
     use crate::images::{HOROVOD_CUDA_IMAGE, HOROVOD_TORCH_IMAGE};
     use crate::profile;
 
@@ -583,5 +631,30 @@ mod tests {
         let master_too = |f: &str| if f == "m1.large" { 1 } else { 0 };
         let w = profile_warnings(&profile("", HOROVOD_TORCH_IMAGE), master_too);
         assert!(w[0].starts_with("the master has 1 GPU(s) but"), "{w:?}");
+    }
+
+    /// What an earlier command recorded stays as it said (a server it made anew, then stopped,
+    /// is still one made anew when the next command starts it), and the record survives a save.
+    #[test]
+    fn renewals_are_recorded_before_the_calls_and_the_first_word_stays() {
+        let root = tempfile::tempdir().unwrap();
+        let name = crate::input::ClusterName::parse("demo").unwrap();
+        let dir = ClusterDir::open(root.path(), &name).unwrap();
+        note_renewing(&dir, &["demo-master".into()], Renewal::MadeAnew).unwrap();
+        note_renewing(
+            &dir,
+            &["demo-master".into(), "demo-worker-1".into()],
+            Renewal::StartedAgain,
+        )
+        .unwrap();
+        note_renewing(&dir, &[], Renewal::StartedAgain).unwrap();
+        let saved = dir.load().unwrap().renewing;
+        assert_eq!(
+            saved.into_iter().collect::<Vec<_>>(),
+            [
+                ("demo-master".to_string(), Renewal::MadeAnew),
+                ("demo-worker-1".to_string(), Renewal::StartedAgain)
+            ]
+        );
     }
 }

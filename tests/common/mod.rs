@@ -7,6 +7,7 @@ pub mod cloud;
 pub mod container_key;
 pub mod gpu_repo;
 pub mod imagenet;
+pub mod interrupt;
 pub mod jobs;
 pub mod jupyter;
 pub mod mnist;
