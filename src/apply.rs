@@ -681,6 +681,7 @@ mod tests {
                         name: "demo-master".into(),
                         id: "late-1".into(),
                         health: Health::Pending,
+                        kept: false,
                     }]
                 } else {
                     vec![]
@@ -778,6 +779,7 @@ mod tests {
             name: "demo-master".into(),
             id: "1".into(),
             health: Health::Ready,
+            kept: false,
         }];
         let f = in_flight("demo-master", Kind::Server, 1000);
         assert!(unseen_in_flight(&f, &shown, 1010, window).is_empty());

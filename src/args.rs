@@ -330,7 +330,9 @@ same command again sends only what is missing. The cluster remembers it: `scale`
     /// first what goes (servers, disks, network pieces, what /shared holds, the jobs on
     /// record) and asks on a terminal
     #[command(
-        after_help = "Without a terminal to ask on (a script, CI), `down` deletes nothing unless         --yes is given (exit 2). A cluster with nothing left to delete is not asked about."
+        after_help = "Without a terminal to ask on (a script, CI), `down` deletes nothing unless \
+        --yes is given (exit 2). A cluster with nothing left to delete is not asked about. A volume \
+        marked `storage.keep` is left in place and named; the next `up` attaches it again."
     )]
     Down {
         #[command(flatten)]

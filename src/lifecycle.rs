@@ -132,6 +132,7 @@ mod tests {
             name: name.into(),
             id: format!("id-{name}"),
             health,
+            kept: false,
         }
     }
 

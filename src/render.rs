@@ -275,6 +275,7 @@ mod tests {
                 master,
                 master_ip: "10.0.0.2",
                 export,
+                volume_id: None,
             }
         };
         assert!(shared_values(&r, &inputs(evil, "m", None), "master").is_err());
@@ -307,6 +308,7 @@ mod tests {
             master: "c-master",
             master_ip: "10.0.0.2",
             export: None,
+            volume_id: None,
         };
         let m = r
             .script(
@@ -401,6 +403,68 @@ mod tests {
         );
     }
 
+    /// `storage.volume_gb`: the master mounts the volume's disk on /shared, found by the serial
+    /// the volume's id gives it, formatted only when blank; the workers do not care. The id
+    /// comes from the cloud: anything but a UUID's characters is refused.
+    #[test]
+    fn the_master_puts_shared_on_its_volume() {
+        use crate::bootstrap::{shared_values, SharedInputs};
+        use crate::profile::StorageKind;
+        let r = Renderer::new().unwrap();
+        let with = |id: &'static str| SharedInputs {
+            storage: StorageKind::MasterNfs,
+            clients: "10.0.0.0/24",
+            master: "c-master",
+            master_ip: "10.0.0.2",
+            export: None,
+            volume_id: Some(id),
+        };
+        let id = "0f5a1b2c-3d4e-4f60-8a9b-0c1d2e3f4a5b";
+        let v = shared_values(&r, &with(id), "master").unwrap();
+        let a = r.script("shared.apply.sh", &v).unwrap();
+        assert!(a.contains("serial='0f5a1b2c-3d4e-4f60-8'\n"), "{a}");
+        assert!(a.contains("mkfs.ext4 -q -m 0 -L hvd-shared"), "{a}");
+        assert!(
+            a.contains("if [ -z \"$(blkid -o value -s TYPE \"$dev\" || true)\" ]; then"),
+            "{a}"
+        );
+        let mount = a.find("mount /shared").unwrap();
+        let export = a.find("exportfs -ra").unwrap();
+        assert!(mount < export, "mounted before it is exported: {a}");
+        let c = r.script("shared.check.sh", &v).unwrap();
+        assert!(c.contains("= '0f5a1b2c-3d4e-4f60-8' ] || exit 1"), "{c}");
+        let w = r
+            .script(
+                "shared.apply.sh",
+                &shared_values(&r, &with(id), "worker").unwrap(),
+            )
+            .unwrap();
+        assert!(!w.contains("mkfs"), "{w}");
+        let none = r
+            .script(
+                "shared.apply.sh",
+                &shared_values(
+                    &r,
+                    &SharedInputs {
+                        volume_id: None,
+                        ..with(id)
+                    },
+                    "master",
+                )
+                .unwrap(),
+            )
+            .unwrap();
+        assert!(
+            !none.contains("mkfs") && !none.contains("serial="),
+            "{none}"
+        );
+        for evil in ["", "x'; rm -rf / #", "../../dev/sda", &"a".repeat(65)] {
+            let evil: &'static str = Box::leak(evil.to_string().into_boxed_str());
+            let e = shared_values(&r, &with(evil), "master").unwrap_err();
+            assert!(e.to_string().contains("the cloud gave"), "{e}");
+        }
+    }
+
     #[test]
     fn docker_step_installs_everything_in_one_transaction() {
         let r = Renderer::new().unwrap();
@@ -443,6 +507,7 @@ mod tests {
                 master: "c-master",
                 master_ip: "10.0.0.2",
                 export: Some("10.0.0.9:/s"),
+                volume_id: None,
             };
             for role in ["master", "worker"] {
                 let v = shared_values(&r, &inputs, role).unwrap();

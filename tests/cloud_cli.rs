@@ -150,17 +150,79 @@ fn up_again_status_down_leaves_nothing() {
     assert!(c.run(&["down", "--yes", c.profile()]).status.success());
 }
 
+/// `down` with the local state lost finds everything by tag, and leaves /shared's volume
+/// marked `storage.keep` (saying so); the next `up` finds that volume and attaches it again;
+/// `down` leaves it again, and only then does the test delete it.
 #[test]
-fn down_without_local_state_finds_everything_by_tag() {
+fn down_without_local_state_finds_everything_by_tag_and_keeps_the_kept_volume() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_cloud();
     let rt = runtime();
     let os = rt.block_on(client(API_CLOUD));
-    let c = Cluster::new("t-nostate", |p| p.replace("count = 3", "count = 1"));
+    let c = Cluster::new("t-nostate", |p| {
+        p.replace("count = 3", "count = 1").replace(
+            "kind = \"manila\"               # or \"master-nfs\" (NFS server on the master; volume_gb = N adds a Cinder volume)\nsize_gb = 10",
+            "kind = \"master-nfs\"\nvolume_gb = 1\nkeep = true",
+        )
+    });
+    let volume = format!("{}-shared-volume", c.name);
+    let volume_id = |c: &Cluster| -> String {
+        let status = c.status_json();
+        let resources = status["resources"].as_array().unwrap();
+        assert!(
+            resources
+                .iter()
+                .any(|r| r["kind"] == "volume-attachment" && r["health"]["state"] == "ready"),
+            "{status:#}"
+        );
+        resources
+            .iter()
+            .find(|r| r["kind"] == "volume" && r["name"] == volume.as_str())
+            .and_then(|r| r["id"].as_str())
+            .unwrap_or_else(|| panic!("no {volume}: {status:#}"))
+            .to_string()
+    };
+    let kept_alone = |os: &hvd_cluster::openstack::OpenStack| {
+        let left = rt.block_on(leftovers(os, &c.name));
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert!(
+            left[0].starts_with(&format!("volume {volume} (")),
+            "{left:?}"
+        );
+    };
+
     assert!(c.run(&["up", c.profile(), "--infra-only"]).status.success());
+    let first = volume_id(&c);
     std::fs::remove_dir_all(c.state.path().join(&c.name)).unwrap();
     let down = c.run(&["down", "--yes", "--cluster", &c.name, "--cloud", API_CLOUD]);
     assert!(down.status.success());
+    let (out, err) = (
+        String::from_utf8_lossy(&down.stdout),
+        String::from_utf8_lossy(&down.stderr),
+    );
+    assert!(
+        out.contains(&format!("deleted; kept (storage.keep): volume {volume}")),
+        "{out}"
+    );
+    assert!(
+        err.contains(&format!(
+            "kept: volume {volume} ({first}), marked storage.keep"
+        )),
+        "{err}"
+    );
+    kept_alone(&os);
+
+    // The next `up` makes the rest and attaches the same volume.
+    let up = c.run(&["up", c.profile(), "--infra-only"]);
+    assert!(up.status.success());
+    assert_eq!(volume_id(&c), first, "the kept volume, not a new one");
+    assert!(c.run(&["down", "--yes", c.profile()]).status.success());
+    kept_alone(&os);
+    rt.block_on(os.volume().delete_volume(&first)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !rt.block_on(leftovers(&os, &c.name)).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_secs(2));
+    }
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
 }
 

@@ -1190,6 +1190,26 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
         );
         let server = c.on_node("master", &["systemctl", "is-active", "nfs-server"]);
         assert_eq!(server.trim(), "active");
+        // ... from the master's own volume on the test cloud's Ceph (storage.volume_gb), which
+        // `up` formatted (it was blank) and mounts by UUID: not the root disk, so not in the
+        // snapshot `stop` makes.
+        let on = c.on_node(
+            "master",
+            &["findmnt", "-n", "-o", "SOURCE,FSTYPE", "/shared"],
+        );
+        let mut on = on.split_whitespace();
+        let (device, fs) = (on.next().unwrap_or_default(), on.next().unwrap_or_default());
+        assert!(
+            device.starts_with("/dev/vd") && fs == "ext4",
+            "{device} {fs}"
+        );
+        let label = c.on_node(
+            "master",
+            &["sudo", "blkid", "-o", "value", "-s", "LABEL", device],
+        );
+        assert_eq!(label.trim(), "hvd-shared");
+        let fstab = c.on_node("master", &["cat", "/etc/fstab"]);
+        assert!(fstab.contains(" /shared auto defaults,nofail"), "{fstab}");
 
         // The Jupyter URL answers through `hvd-cluster jupyter`'s tunnel.
         let mut tunnel = c

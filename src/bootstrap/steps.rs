@@ -261,6 +261,9 @@ pub struct SharedInputs<'a> {
     pub master: &'a str,
     pub master_ip: &'a str,
     pub export: Option<&'a str>,
+    /// master-nfs with `storage.volume_gb`: the id of the Cinder volume attached to the
+    /// master that holds /shared (its disk's serial starts with it).
+    pub volume_id: Option<&'a str>,
 }
 
 /// The profile's storage kind as the templates name it.
@@ -274,12 +277,32 @@ pub fn storage_name(kind: StorageKind) -> &'static str {
 
 fn shared_step_values(f: &Facts<'_>, s: &NodeSession) -> Result<Value, BootstrapError> {
     let master_ip = f.master.node.private_ip.clone().unwrap_or_default();
+    let p = f.inputs.profile;
+    let volume_id = match (p.storage.kind, p.storage.volume_gb) {
+        (StorageKind::MasterNfs, Some(_)) => {
+            let name = crate::plan::Names(&p.name).volume();
+            let id = f
+                .inputs
+                .dir
+                .load()?
+                .resources
+                .get(&name)
+                .map(|r| r.id.clone());
+            Some(id.ok_or_else(|| {
+                BootstrapError::Other(format!(
+                    "/shared's volume {name} is not in the cluster's state"
+                ))
+            })?)
+        }
+        _ => None,
+    };
     let shared = SharedInputs {
-        storage: f.inputs.profile.storage.kind,
+        storage: p.storage.kind,
         clients: &f.inputs.clients_cidr,
         master: &f.master.node.name,
         master_ip: &master_ip,
         export: f.inputs.share_export.as_deref(),
+        volume_id: volume_id.as_deref(),
     };
     shared_values(&f.renderer, &shared, s.node.role.as_str())
 }
@@ -307,6 +330,23 @@ pub fn shared_values(
         }
         _ => "",
     };
+    // The volume's id comes from the cloud: its grammar is checked before it names a disk.
+    let volume_serial = match s.volume_id {
+        Some(id) => {
+            if id.is_empty()
+                || id.len() > 64
+                || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+            {
+                return Err(BootstrapError::Other(format!(
+                    "/shared's volume: the cloud gave `{}` as its id",
+                    crate::input::shown(id)
+                )));
+            }
+            // virtio-blk disks carry the first 20 characters of it as their serial
+            id.chars().take(20).collect::<String>()
+        }
+        None => String::new(),
+    };
     let ganesha_conf = r.render("ganesha.conf", &json!({ "clients": s.clients }))?;
     Ok(json!({
         "role": role,
@@ -317,6 +357,7 @@ pub fn shared_values(
         "export": export,
         "node_dir": NODE_DIR,
         "ganesha_conf": ganesha_conf,
+        "volume_serial": volume_serial,
     }))
 }
 

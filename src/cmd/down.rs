@@ -25,11 +25,14 @@ pub async fn down(ctx: &Context, target: Target, yes: bool) -> Result<u8, Error>
     let lock = dir.lock()?;
     let applier = ctx.applier(provider.as_ref(), &dir, dir.load()?);
     let observed = applier.observe().await?;
-    if observed.resources.is_empty() {
+    let plan = plan::teardown(&observed);
+    if plan.actions.is_empty() {
         ctx.progress
             .line(format!("cluster `{name}`: nothing to delete"));
+        for line in plan::teardown_summary(&observed) {
+            ctx.progress.line(format!("  {line}"));
+        }
     } else {
-        let plan = plan::teardown(&observed);
         let count = plan.actions.len();
         let mut said = vec![format!(
             "cluster `{name}`: down deletes {count} resource(s):"
@@ -66,7 +69,13 @@ pub async fn down(ctx: &Context, target: Target, yes: bool) -> Result<u8, Error>
         )),
     }
     // Prove it through the API before forgetting the cluster.
-    let left = provider.observe(&name).await.map_err(ApplyError::Observe)?;
+    let left: Vec<_> = provider
+        .observe(&name)
+        .await
+        .map_err(ApplyError::Observe)?
+        .into_iter()
+        .filter(|o| !o.kept)
+        .collect();
     if !left.is_empty() {
         let names: Vec<String> = left
             .iter()
@@ -84,7 +93,20 @@ pub async fn down(ctx: &Context, target: Target, yes: bool) -> Result<u8, Error>
         started.elapsed().as_secs_f64(),
         provider.calls()
     ));
-    println!("cluster `{name}`: deleted; nothing tagged with it is left");
+    let kept: Vec<String> = observed
+        .resources
+        .iter()
+        .filter(|o| o.kept)
+        .map(|o| format!("{} {}", o.kind.label(), input::shown(&o.name)))
+        .collect();
+    if kept.is_empty() {
+        println!("cluster `{name}`: deleted; nothing tagged with it is left");
+    } else {
+        println!(
+            "cluster `{name}`: deleted; kept (storage.keep): {}",
+            kept.join(", ")
+        );
+    }
     Ok(0)
 }
 
@@ -93,6 +115,11 @@ pub async fn down(ctx: &Context, target: Target, yes: bool) -> Result<u8, Error>
 /// cluster's key (`down --cluster` elsewhere) or a master that does not answer is said so.
 async fn on_the_master(dir: &ClusterDir, name: &str, observed: &Observation) -> Vec<String> {
     let master = Names(name).master();
+    let kept_volume = observed
+        .resources
+        .iter()
+        .find(|o| o.kind == Kind::Volume && o.kept)
+        .map(|o| input::shown(&o.name));
     let server = observed
         .resources
         .iter()
@@ -127,7 +154,7 @@ async fn on_the_master(dir: &ClusterDir, name: &str, observed: &Observation) -> 
             .sudo("du -sxb /shared 2>/dev/null | cut -f1; find /shared -xdev -type f 2>/dev/null | wc -l")
             .await
         {
-            Ok(out) => vec![shared_line(&out)],
+            Ok(out) => vec![shared_line(&out, kept_volume.as_deref())],
             Err(e) => unknown(&input::shown_message(&e.to_string(), 200)),
         };
         if let Ok(jobs) = super::jobs::runner_list(&ssh, "list").await {
@@ -151,11 +178,15 @@ async fn on_the_master(dir: &ClusterDir, name: &str, observed: &Observation) -> 
 }
 
 /// `du`'s bytes and `find`'s count, as one line.
-fn shared_line(out: &str) -> String {
+fn shared_line(out: &str, kept_on: Option<&str>) -> String {
     let mut numbers = out.lines().map(|l| l.trim().parse::<u64>());
+    let fate = match kept_on {
+        Some(volume) => format!("kept on volume {volume}"),
+        None => "deleted with it".to_string(),
+    };
     match (numbers.next(), numbers.next()) {
         (Some(Ok(bytes)), Some(Ok(files))) => format!(
-            "/shared: {:.1} MB in {files} file(s), deleted with it",
+            "/shared: {:.1} MB in {files} file(s), {fate}",
             bytes as f64 / 1e6
         ),
         _ => format!(
@@ -199,10 +230,14 @@ mod tests {
     #[test]
     fn shared_line_reads_du_and_find_and_says_what_else_it_got() {
         assert_eq!(
-            shared_line("1234567890\n42\n"),
+            shared_line("1234567890\n42\n", None),
             "/shared: 1234.6 MB in 42 file(s), deleted with it"
         );
-        let odd = shared_line("Permission denied\n\u{1b}[2J");
+        assert_eq!(
+            shared_line("1234567890\n42\n", Some("demo-shared-volume")),
+            "/shared: 1234.6 MB in 42 file(s), kept on volume demo-shared-volume"
+        );
+        let odd = shared_line("Permission denied\n\u{1b}[2J", None);
         assert!(
             odd.starts_with("/shared: unknown (the master said "),
             "{odd}"

@@ -36,6 +36,12 @@ pub fn plan(p: &Profile, blueprint: &dyn Blueprint, observed: &Observation) -> P
             Some(o) => {
                 claimed.push((o.kind, o.id.as_str()));
                 actions.push(match &o.health {
+                    // Kept data is never deleted to be made again: its error stays the cloud's.
+                    Health::Failed(_) if o.kept => Action::Keep {
+                        id: o.id.clone(),
+                        desired: d,
+                        pending: false,
+                    },
                     Health::Failed(why) => Action::Replace {
                         old: (*o).clone(),
                         desired: d,
@@ -117,20 +123,22 @@ pub fn plan(p: &Profile, blueprint: &dyn Blueprint, observed: &Observation) -> P
         kept += 1;
     }
 
-    // Anything else carrying the cluster's tag is no longer wanted.
+    // Anything else carrying the cluster's tag is no longer wanted; what is marked to be kept
+    // stays (a profile that no longer names it leaves it where it is).
     for o in &observed.resources {
-        if !claimed.contains(&(o.kind, o.id.as_str())) {
+        if !claimed.contains(&(o.kind, o.id.as_str())) && !o.kept {
             actions.push(Action::Delete { old: o.clone() });
         }
     }
     Plan { actions }
 }
 
-/// `down`: every observed resource deleted, last level first.
+/// `down`: every observed resource deleted, last level first, but those marked to be kept.
 pub fn teardown(observed: &Observation) -> Plan {
     let mut actions: Vec<Action> = observed
         .resources
         .iter()
+        .filter(|o| !o.kept)
         .map(|o| Action::Delete { old: o.clone() })
         .collect();
     actions.sort_by_key(|a| std::cmp::Reverse(a.kind().level()));
@@ -145,7 +153,7 @@ pub fn teardown_summary(observed: &Observation) -> Vec<String> {
         let mut names: Vec<&str> = observed
             .resources
             .iter()
-            .filter(|o| o.kind == kind)
+            .filter(|o| o.kind == kind && !o.kept)
             .map(|o| o.name.as_str())
             .collect();
         names.sort_unstable();
@@ -187,6 +195,15 @@ pub fn teardown_summary(observed: &Observation) -> Vec<String> {
     .collect();
     if !pieces.is_empty() {
         lines.push(format!("and {}", pieces.join(", ")));
+    }
+    for o in observed.resources.iter().filter(|o| o.kept) {
+        lines.push(format!(
+            "kept: {} {} ({}), marked storage.keep: the next `up` finds it with its files; \
+             delete it by hand when it is no longer needed",
+            o.kind.label(),
+            crate::input::shown(&o.name),
+            crate::input::shown(&o.id)
+        ));
     }
     lines
 }

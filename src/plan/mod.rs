@@ -185,6 +185,9 @@ pub enum Spec {
     },
     Volume {
         size_gb: u32,
+        volume_type: Option<String>,
+        /// `storage.keep`: marked to outlive the cluster.
+        keep: bool,
     },
     Server {
         role: Role,
@@ -292,6 +295,10 @@ pub struct Observed {
     pub name: String,
     pub id: String,
     pub health: Health,
+    /// Marked in the cloud to outlive the cluster (`storage.keep`): never deleted by `down`
+    /// or a plan, found again by the next `up`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
 }
 
 /// What the cloud holds for one cluster.

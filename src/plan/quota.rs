@@ -65,7 +65,7 @@ impl QuotaDelta {
                 q.shares += sign;
                 q.share_gigabytes += sign * i64::from(*size_gb);
             }
-            Spec::Volume { size_gb } => {
+            Spec::Volume { size_gb, .. } => {
                 q.volumes += sign;
                 q.volume_gigabytes += sign * i64::from(*size_gb);
             }

@@ -62,6 +62,7 @@ fn observed_all(p: &Profile) -> Observation {
                 name: desired.name.clone(),
                 id: format!("id-{}", desired.name),
                 health: Health::Ready,
+                kept: false,
             },
             other => panic!("fresh plan must only create, got {other:?}"),
         })
@@ -243,6 +244,7 @@ fn tagged_leftovers_are_deleted_and_pending_kept() {
         name: "demo-shared-volume".into(),
         id: "v".into(),
         health: Health::Ready,
+        kept: false,
     });
     for o in &mut obs.resources {
         if o.name == "demo-worker-1" {
@@ -273,6 +275,7 @@ fn a_duplicate_under_a_claimed_name_is_deleted() {
             name: "demo-router".into(),
             id: "stray".into(),
             health: Health::Failed("left incomplete by an interrupted run".into()),
+            kept: false,
         };
         if first {
             obs.resources.insert(0, stray);
@@ -381,6 +384,7 @@ fn teardown_summary_shortens_long_lists_and_escapes_the_clouds_names() {
         id: name.clone(),
         name,
         health: Health::Ready,
+        kept: false,
     };
     let mut resources: Vec<Observed> = (10..30).map(|i| server(format!("c-worker-{i}"))).collect();
     resources.push(server("c-master\n\u{1b}[2Jx".into()));
@@ -557,4 +561,89 @@ fn root_volumes_are_shown_and_counted() {
     );
     assert_eq!(QuotaDelta::of(&plain, |_| None).volumes, 0);
     assert!(!plain.to_string().contains("volume)"));
+}
+
+/// A profile with /shared on a kept volume (`storage.keep`).
+fn kept_volume_profile() -> Profile {
+    let text = r#"
+name = "demo"
+[master]
+flavor = "m1.small"
+image = "img"
+[workers]
+count = 1
+flavor = "m1.medium"
+[network]
+external_network = "public"
+[floating_ip]
+pool = "public"
+[access]
+allowed_cidrs = ["198.51.100.0/24"]
+[storage]
+kind = "master-nfs"
+volume_gb = 20
+volume_type = "ceph"
+keep = true
+"#;
+    profile::parse(Path::new("t.toml"), text).unwrap()
+}
+
+/// `down` leaves a kept volume and says so; a plan never deletes it, not even when it failed
+/// or the profile no longer names it; the next `up` after `down` keeps it and attaches it.
+#[test]
+fn a_kept_volume_outlives_down_and_every_plan() {
+    let p = kept_volume_profile();
+    let fresh = plan(&p, &Observation::default());
+    assert!(fresh.actions.iter().any(|a| matches!(
+        a,
+        Action::Create { desired: Desired { spec: Spec::Volume { size_gb: 20, volume_type: Some(t), keep: true }, .. } } if t == "ceph"
+    )));
+    let mut obs = observed_all(&p);
+    for o in &mut obs.resources {
+        o.kept = o.kind == Kind::Volume;
+    }
+    let down = teardown(&obs);
+    assert!(down.actions.iter().all(|a| a.kind() != Kind::Volume));
+    assert!(down
+        .actions
+        .iter()
+        .any(|a| a.kind() == Kind::VolumeAttachment));
+    let said = teardown_summary(&obs);
+    assert!(said.iter().all(|l| !l.contains("1 volume:")), "{said:?}");
+    assert!(
+        said.last().unwrap().starts_with(
+            "kept: volume demo-shared-volume (id-demo-shared-volume), marked storage.keep"
+        ),
+        "{said:?}"
+    );
+
+    // After `down`: only the volume is there; `up` makes the rest and keeps it.
+    let left = Observation {
+        resources: obs.resources.iter().filter(|o| o.kept).cloned().collect(),
+        highest_worker_index: 0,
+    };
+    let again = plan(&p, &left);
+    assert!(again
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::Keep { id, .. } if id == "id-demo-shared-volume")));
+    assert!(again.actions.iter().any(
+        |a| matches!(a, Action::Create { desired } if desired.kind() == Kind::VolumeAttachment)
+    ));
+
+    // Failed, or no longer in the profile: still not deleted.
+    let mut failed = left.clone();
+    failed.resources[0].health = Health::Failed("volume status error".into());
+    assert!(plan(&p, &failed)
+        .actions
+        .iter()
+        .all(|a| !matches!(a, Action::Delete { .. } | Action::Replace { .. })));
+    let mut without = p.clone();
+    without.storage.volume_gb = None;
+    without.storage.volume_type = None;
+    without.storage.keep = false;
+    assert!(plan(&without, &left)
+        .actions
+        .iter()
+        .all(|a| !matches!(a, Action::Delete { .. })));
 }

@@ -273,6 +273,14 @@ pub struct StorageSpec {
     /// master-nfs: put /shared on a Cinder volume of this size attached to the master.
     #[serde(default)]
     pub volume_gb: Option<u32>,
+    /// The Cinder volume type of that volume; default: the cloud's default type.
+    #[serde(default)]
+    pub volume_type: Option<String>,
+    /// Keep the volume that holds /shared (`volume_gb`) when the cluster goes: `down` leaves
+    /// it, marked for the cluster, and the next `up` of the profile finds it again with its
+    /// files.
+    #[serde(default)]
+    pub keep: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]

@@ -424,6 +424,67 @@ fn root_volumes_are_checked() {
     }
 }
 
+/// `storage.keep`, `volume_gb` and `volume_type`: a volume to keep, a printable type, OpenStack
+/// only.
+#[test]
+fn a_kept_shared_volume_is_checked() {
+    let nfs = GOOD.replace("kind = \"manila\"\nsize_gb = 10", "kind = \"master-nfs\"");
+    let ok = parse_str(&nfs.replace(
+        "kind = \"master-nfs\"",
+        "kind = \"master-nfs\"\nvolume_gb = 20\nvolume_type = \"ceph\"\nkeep = true",
+    ))
+    .unwrap();
+    assert!(ok.storage.keep);
+    assert_eq!(ok.storage.volume_type.as_deref(), Some("ceph"));
+    let cases = [
+        (
+            nfs.replace(
+                "kind = \"master-nfs\"",
+                "kind = \"master-nfs\"\nkeep = true",
+            ),
+            "storage.keep",
+            "no volume to keep",
+        ),
+        (
+            GOOD.replace("size_gb = 10", "size_gb = 10\nkeep = true"),
+            "storage.keep",
+            "Manila share is not supported yet",
+        ),
+        (
+            nfs.replace(
+                "kind = \"master-nfs\"",
+                "kind = \"master-nfs\"\nvolume_type = \"ceph\"",
+            ),
+            "storage.volume_type",
+            "set storage.volume_gb too",
+        ),
+        (
+            nfs.replace(
+                "kind = \"master-nfs\"",
+                "kind = \"master-nfs\"\nvolume_gb = 5\nvolume_type = \"a\\u0000b\"",
+            ),
+            "storage.volume_type",
+            "",
+        ),
+        (
+            format!(
+                "provider = \"local\"\n{}",
+                nfs.replace(
+                    "kind = \"master-nfs\"",
+                    "kind = \"master-nfs\"\nvolume_gb = 5"
+                )
+            ),
+            "storage.volume_gb",
+            "needs the openstack provider",
+        ),
+    ];
+    for (text, field, says) in cases {
+        let e = parse_str(&text).unwrap_err();
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.to_string().contains(says), "{e}");
+    }
+}
+
 #[test]
 fn data_entries_land_below_shared_each_in_a_place_of_its_own() {
     let p = parse(

@@ -127,6 +127,35 @@ pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
             None,
         ));
     }
+    if p.storage.volume_type.is_some() && p.storage.volume_gb.is_none() {
+        return Err(issue(
+            "storage.volume_type",
+            "the type of /shared's volume, and there is none",
+            Some("set storage.volume_gb too, or remove volume_type"),
+        ));
+    }
+    if p.storage.keep && p.storage.volume_gb.is_none() {
+        return Err(issue(
+            "storage.keep",
+            if p.storage.kind == StorageKind::Manila {
+                "keeping a Manila share is not supported yet: only /shared's Cinder volume"
+            } else {
+                "there is no volume to keep: /shared is on the master's own disk"
+            },
+            Some("kind = \"master-nfs\" with storage.volume_gb = SIZE puts /shared on a volume that can be kept"),
+        ));
+    }
+    if p.provider == ProviderKind::Local && (p.storage.keep || p.storage.volume_gb.is_some()) {
+        return Err(issue(
+            if p.storage.keep {
+                "storage.keep"
+            } else {
+                "storage.volume_gb"
+            },
+            "a Cinder volume needs the openstack provider",
+            Some("local nodes keep /shared in a Docker volume on this machine; remove it"),
+        ));
+    }
     for (field, v) in [
         ("storage.size_gb", p.storage.size_gb),
         ("storage.volume_gb", p.storage.volume_gb),
@@ -205,6 +234,7 @@ fn check_cloud_names(p: &Profile) -> Result<(), Issue> {
             p.floating_ip.as_ref().map(|f| f.pool.as_str()),
         ),
         ("storage.share_type", p.storage.share_type.as_deref()),
+        ("storage.volume_type", p.storage.volume_type.as_deref()),
         ("master.volume_type", p.master.volume_type.as_deref()),
         ("workers.volume_type", p.workers.volume_type.as_deref()),
     ];

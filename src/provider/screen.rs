@@ -179,6 +179,7 @@ mod tests {
             name: name.into(),
             id: format!("id-{name}"),
             health: Health::Ready,
+            kept: false,
         };
         let kept = screen.observed(
             "demo",

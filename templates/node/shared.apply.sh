@@ -13,6 +13,40 @@ hvd_apt_install nfs-common
 hvd_mount_shared {{ export | shell_quote }}
 echo kernel-nfs > {{ node_dir }}/shared-mode
 {% elif role == "master" %}
+{% if volume_serial %}
+# /shared on its own Cinder volume (storage.volume_gb), attached to the master: found by its
+# disk's serial (the volume id's first 20 characters), formatted only when it holds no file
+# system (a kept or reused volume keeps its files), mounted by UUID before the export.
+serial={{ volume_serial | shell_quote }}
+dev=""
+for _ in $(seq 1 90); do
+  for link in /dev/disk/by-id/*"$serial"*; do
+    case "$link" in *-part*) continue ;; esac
+    [ -e "$link" ] && { dev=$(readlink -f "$link"); break 2; }
+  done
+  sleep 1
+done
+if [ -z "$dev" ]; then
+  echo "/shared's volume (serial $serial) is not a disk of this node after 90 s; its disks: $(lsblk -d -n -o NAME,SIZE,SERIAL | tr '\n' ';')" >&2
+  exit 1
+fi
+if [ -z "$(blkid -o value -s TYPE "$dev" || true)" ]; then
+  mkfs.ext4 -q -m 0 -L hvd-shared "$dev"
+  echo "hvd-note: /shared's volume ($dev) formatted (ext4): it held no file system"
+fi
+uuid=$(blkid -o value -s UUID "$dev")
+[ -n "$uuid" ] || { echo "/shared's volume ($dev) has a file system without a UUID" >&2; exit 1; }
+awk '$2 != "/shared"' /etc/fstab > /etc/fstab.hvd-new
+echo "UUID=$uuid /shared auto defaults,nofail,x-systemd.device-timeout=60s 0 2" >> /etc/fstab.hvd-new
+cmp -s /etc/fstab.hvd-new /etc/fstab || cat /etc/fstab.hvd-new > /etc/fstab
+rm -f /etc/fstab.hvd-new
+if hvd_systemd; then systemctl daemon-reload; fi
+if [ "$(findmnt -n -o SOURCE --mountpoint /shared 2>/dev/null)" != "$dev" ]; then
+  mountpoint -q /shared && umount /shared
+  mount /shared
+fi
+echo "$serial" > {{ node_dir }}/shared-volume
+{% endif %}
 chmod 1777 /shared
 if hvd_kernel_nfs_server; then
   hvd_apt_install nfs-kernel-server

@@ -316,7 +316,11 @@ impl Blueprint for LocalBlueprint {
             },
             Desired {
                 name: n.volume(),
-                spec: Spec::Volume { size_gb: 0 },
+                spec: Spec::Volume {
+                    size_gb: 0,
+                    volume_type: None,
+                    keep: false,
+                },
             },
             Desired {
                 name: n.master(),
@@ -371,6 +375,7 @@ impl LocalProvider {
                     name: l.name,
                     id: l.id,
                     health: Health::Ready,
+                    kept: false,
                 })
                 .collect()),
             Kind::Volume => {
@@ -392,6 +397,7 @@ impl LocalProvider {
                         id: l.name.clone(),
                         name: l.name,
                         health: Health::Ready,
+                        kept: false,
                     })
                     .collect())
             }
@@ -412,6 +418,7 @@ impl LocalProvider {
                             name: c.names,
                             id: c.id,
                             health,
+                            kept: false,
                         }
                     })
                     .collect::<futures::stream::FuturesOrdered<_>>()

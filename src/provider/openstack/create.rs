@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::settle::{adoption, rule_matches, settle, Adoption};
-use super::{tag, OpenStackProvider, META_KEY};
+use super::{tag, OpenStackProvider, KEEP_KEY, META_KEY};
 use crate::openstack::{
     BootVolume, FloatingIpCreate, NetworkCreate, Query, Remote, Resource, RouterCreate, RuleCreate,
     SecurityGroupCreate, ServerCreate, ServerFilter, ServerNetwork, ServerStatus, ShareCreate,
@@ -474,9 +474,17 @@ impl OpenStackProvider {
                 self.create_share(cluster, name, *size_gb, share_type.as_deref(), access_cidr)
                     .await
             }
-            Spec::Volume { size_gb } => {
+            Spec::Volume {
+                size_gb,
+                volume_type,
+                keep,
+            } => {
                 let api = self.os.volume();
                 let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);
+                let mut marks = meta.clone();
+                if *keep {
+                    marks.insert(KEEP_KEY.to_string(), "true".to_string());
+                }
                 settle(
                     policy,
                     || async {
@@ -484,7 +492,8 @@ impl OpenStackProvider {
                             .create_volume(&VolumeCreate {
                                 name: name.to_string(),
                                 size: u64::from(*size_gb),
-                                metadata: meta.clone(),
+                                volume_type: volume_type.clone(),
+                                metadata: marks.clone(),
                                 ..VolumeCreate::default()
                             })
                             .await?

@@ -101,7 +101,11 @@ impl Blueprint for OpenStackBlueprint {
                 if let Some(size_gb) = p.storage.volume_gb {
                     out.push(Desired {
                         name: n.volume(),
-                        spec: Spec::Volume { size_gb },
+                        spec: Spec::Volume {
+                            size_gb,
+                            volume_type: p.storage.volume_type.clone(),
+                            keep: p.storage.keep,
+                        },
                     });
                     out.push(Desired {
                         name: n.volume_attachment(),

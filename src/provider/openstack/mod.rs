@@ -45,6 +45,9 @@ pub const META_KEY: &str = "hvd-cluster";
 /// Cinder metadata that names the server a root volume belongs to (set by `down` before the
 /// server goes, so a root volume that outlives it is found again).
 pub const ROOT_OF_KEY: &str = "hvd-root-of";
+/// Cinder and Manila metadata that marks /shared's volume or share to outlive the cluster
+/// (`storage.keep`): `down` and plans leave it; the next `up` finds it by [`META_KEY`].
+pub const KEEP_KEY: &str = "hvd-keep";
 
 /// Names the profile uses, resolved to cloud ids before any change is made.
 #[derive(Debug, Default, Clone)]

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{gpus_in_extra_specs, tag, OpenStackProvider, META_KEY, ROOT_OF_KEY};
+use super::{gpus_in_extra_specs, tag, OpenStackProvider, KEEP_KEY, META_KEY, ROOT_OF_KEY};
 use crate::openstack::{FloatingIp, OpenStackError, Query, Server, ServerFilter, ServerStatus};
 use crate::plan::{Health, Kind, Names, Observed, Role};
 use crate::provider::{ProviderError, StatusView};
@@ -118,6 +118,7 @@ impl OpenStackProvider {
                 name: s.name.clone().unwrap_or_default(),
                 health: server_health(s),
                 id: s.id.clone(),
+                kept: false,
             })
             .collect();
         self.screen.observed(cluster, servers)
@@ -148,6 +149,7 @@ impl OpenStackProvider {
                     name,
                     id,
                     health,
+                    kept: false,
                 });
             }
         };
@@ -225,6 +227,7 @@ impl OpenStackProvider {
                     name: k.name.clone(),
                     id: k.name,
                     health: Health::Ready,
+                    kept: false,
                 }],
                 None => vec![],
             }),
@@ -269,6 +272,7 @@ impl OpenStackProvider {
                         name: s.name.unwrap_or_default(),
                         id: s.id,
                         health,
+                        kept: false,
                     });
                 }
                 Ok(out)
@@ -294,6 +298,7 @@ impl OpenStackProvider {
                                     "root volume left by its server (status {})",
                                     v.status
                                 )),
+                                kept: false,
                             });
                         }
                         continue;
@@ -312,6 +317,7 @@ impl OpenStackProvider {
                             name: v.name.clone().unwrap_or_default(),
                             id: v.id.clone(),
                             health,
+                            kept: v.metadata.get(KEEP_KEY).is_some_and(|k| k == "true"),
                         });
                     } else if let Some(a) = v.attachments.first() {
                         let health = if v.status == "in-use" {
@@ -325,6 +331,7 @@ impl OpenStackProvider {
                             name: n.volume_attachment(),
                             id: format!("{server}/{}", v.id),
                             health,
+                            kept: false,
                         });
                     }
                 }

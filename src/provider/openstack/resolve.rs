@@ -175,6 +175,7 @@ impl OpenStackProvider {
                 out.push(disk_line(role, f, volume, volume_type.as_deref()));
             }
         }
+        out.extend(shared_line(p));
         out
     }
 
@@ -237,6 +238,38 @@ fn image_need_gb(image: &crate::openstack::Image) -> u64 {
     const GIB: u64 = 1 << 30;
     let size = image.size.unwrap_or(0).div_ceil(GIB);
     image.min_disk.unwrap_or(0).max(size)
+}
+
+/// Where /shared lives and what `stop` and `down` do to it, for `plan`. Pure.
+pub fn shared_line(p: &Profile) -> Option<String> {
+    use crate::profile::StorageKind;
+    let names = crate::plan::Names(&p.name);
+    Some(match (p.storage.kind, p.storage.volume_gb) {
+        (StorageKind::None, _) => return None,
+        (StorageKind::Manila, _) => format!(
+            "/shared: the Manila share {} ({} GB), deleted by `down`",
+            names.share(),
+            p.storage.size_gb.unwrap_or(10)
+        ),
+        (StorageKind::MasterNfs, None) => "/shared: on the master's root disk, so in every \
+             snapshot `stop` makes of the master, and deleted by `down`; storage.volume_gb = N \
+             gives it a volume of its own (and storage.keep = true keeps that across `down`)"
+            .to_string(),
+        (StorageKind::MasterNfs, Some(gb)) => format!(
+            "/shared: its own {gb} GB volume {}{}, attached to the master; {}",
+            names.volume(),
+            p.storage
+                .volume_type
+                .as_deref()
+                .map(|t| format!(" (type {t})"))
+                .unwrap_or_default(),
+            if p.storage.keep {
+                "kept by `down` (storage.keep) and attached again by the next `up`"
+            } else {
+                "deleted by `down` (storage.keep = true keeps it)"
+            }
+        ),
+    })
 }
 
 /// The size of a root volume nobody asked for: the system's (`image_need_gb`, at least
@@ -347,5 +380,39 @@ mod tests {
         assert_eq!(image_need_gb(&image(Some(8), Some(GIB))), 8);
         assert_eq!(image_need_gb(&image(None, Some(3 * GIB + 1))), 4);
         assert_eq!(image_need_gb(&image(None, None)), 0);
+    }
+
+    /// `plan` says where /shared lives: the root disk (and so the shelve snapshot), a volume
+    /// deleted or kept by `down`, or the share.
+    #[test]
+    fn plan_says_where_shared_lives() {
+        let base = "name = \"demo\"\n[master]\nflavor = \"f\"\nimage = \"i\"\n[workers]\ncount = 0\n\
+                    [network]\nexternal_network = \"public\"\n[access]\nallowed_cidrs = [\"10.0.0.0/8\"]\n";
+        let line = |storage: &str| {
+            let p = crate::profile::parse(
+                std::path::Path::new("p.toml"),
+                &format!("{base}[storage]\n{storage}"),
+            )
+            .unwrap();
+            shared_line(&p)
+        };
+        let root = line("kind = \"master-nfs\"").unwrap();
+        assert!(
+            root.contains("on the master's root disk, so in every snapshot `stop` makes"),
+            "{root}"
+        );
+        let volume = line("kind = \"master-nfs\"\nvolume_gb = 50\nvolume_type = \"ceph\"").unwrap();
+        assert_eq!(volume, "/shared: its own 50 GB volume demo-shared-volume (type ceph), attached to the master; deleted by `down` (storage.keep = true keeps it)");
+        let kept = line("kind = \"master-nfs\"\nvolume_gb = 50\nkeep = true").unwrap();
+        assert!(
+            kept.ends_with("kept by `down` (storage.keep) and attached again by the next `up`"),
+            "{kept}"
+        );
+        let share = line("kind = \"manila\"\nsize_gb = 20").unwrap();
+        assert_eq!(
+            share,
+            "/shared: the Manila share demo-share (20 GB), deleted by `down`"
+        );
+        assert_eq!(line("kind = \"none\""), None);
     }
 }
