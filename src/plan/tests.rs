@@ -565,27 +565,12 @@ fn root_volumes_are_shown_and_counted() {
 
 /// A profile with /shared on a kept volume (`storage.keep`).
 fn kept_volume_profile() -> Profile {
-    let text = r#"
-name = "demo"
-[master]
-flavor = "m1.small"
-image = "img"
-[workers]
-count = 1
-flavor = "m1.medium"
-[network]
-external_network = "public"
-[floating_ip]
-pool = "public"
-[access]
-allowed_cidrs = ["198.51.100.0/24"]
-[storage]
-kind = "master-nfs"
-volume_gb = 20
-volume_type = "ceph"
-keep = true
-"#;
-    profile::parse(Path::new("t.toml"), text).unwrap()
+    let mut p = profile(1);
+    p.storage.kind = profile::StorageKind::MasterNfs;
+    p.storage.volume_gb = Some(20);
+    p.storage.volume_type = Some("ceph".into());
+    p.storage.keep = true;
+    p
 }
 
 /// `down` leaves a kept volume and says so; a plan never deletes it, not even when it failed
