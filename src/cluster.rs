@@ -167,9 +167,14 @@ pub async fn connect_master_from_folder(
     };
     let connected = async {
         let config = reach.ssh_config().map_err(|e| e.to_string())?;
-        ssh::Ssh::connect(&config, &master.name)
-            .await
-            .map_err(|e| e.to_string())
+        ssh::Ssh::connect(&config, &master.name).await.map_err(|e| {
+            match (&e, reach.renewing(&master.name)) {
+                (ssh::SshError::HostKeyChanged { node, offered, .. }, Some(how)) => {
+                    unfinished_renewal(node, offered, how)
+                }
+                _ => e.to_string(),
+            }
+        })
     };
     Some(connected.await)
 }

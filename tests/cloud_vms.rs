@@ -49,7 +49,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -635,8 +635,9 @@ fn autostop_then_start(
         }
         assert!(
             Instant::now() < deadline,
-            "the agent did not stop the cluster: {:?}\n{last_log}",
-            server_states(&os, &rt, &c.name)
+            "the agent did not stop the cluster: {:?}\n{last_log}\n{}",
+            server_states(&os, &rt, &c.name),
+            api_path_diagnostics(c)
         );
         std::thread::sleep(Duration::from_secs(2));
     }
@@ -795,6 +796,52 @@ fn autostop_then_start(
         up_took.as_secs_f64(),
         start_took.as_secs_f64() / up_took.as_secs_f64().max(1.0)
     );
+}
+
+/// What the path from the master's guest to the cloud's API looked like when the agent did not
+/// stop the cluster (run 17: every call from the master timed out for 25 minutes after the
+/// worker's shelve, unexplained): the network agent's and the API forwarder's last lines, and
+/// from the master its routes and a TCP connect to Keystone's and Nova's forwarded ports.
+fn api_path_diagnostics(c: &TestCluster) -> String {
+    let tail = |name: &str| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/cloud/state/log")
+            .join(name);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let lines: Vec<&str> = text.lines().collect();
+                lines[lines.len().saturating_sub(30)..].join("\n")
+            }
+            Err(e) => format!("{}: {e}", path.display()),
+        }
+    };
+    let probe = "ip route; ip -4 -o addr show scope global; for p in 5000 8774; do \
+                 timeout 10 bash -c \"</dev/tcp/203.0.113.1/$p\" && echo \"connect 203.0.113.1:$p ok\" \
+                 || echo \"connect 203.0.113.1:$p FAILED\"; done";
+    let from_master = c
+        .command(&[
+            "ssh",
+            &c.profile,
+            "master",
+            "--",
+            "bash",
+            "-c",
+            &format!("'{probe}'"),
+        ])
+        .output()
+        .map(|o| {
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        })
+        .unwrap_or_else(|e| format!("ssh: {e}"));
+    format!(
+        "--- from the master:\n{from_master}\n--- hvd-net-agent.log:\n{}\n--- hvd-api-forward.log:\n{}",
+        tail("hvd-net-agent.log"),
+        tail("hvd-api-forward.log")
+    )
 }
 
 /// A worker guest joins the running cluster (`scale --workers 1`, autostop now on) once the
