@@ -152,7 +152,9 @@ fn up_again_status_down_leaves_nothing() {
 
 /// `down` with the local state lost finds everything by tag, and leaves /shared's volume
 /// marked `storage.keep` (saying so); the next `up` finds that volume and attaches it again;
-/// `down` leaves it again, and only then does the test delete it.
+/// `down` leaves it again. Then the profile names that volume as an existing one
+/// (`storage.volume = ID`): taken and attached, left by `down`; another cluster naming it is
+/// refused before anything is made. Only then does the test delete it.
 #[test]
 fn down_without_local_state_finds_everything_by_tag_and_keeps_the_kept_volume() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -218,6 +220,47 @@ fn down_without_local_state_finds_everything_by_tag_and_keeps_the_kept_volume() 
     assert_eq!(volume_id(&c), first, "the kept volume, not a new one");
     assert!(c.run(&["down", "--yes", c.profile()]).status.success());
     kept_alone(&os);
+
+    // The same volume named as an existing one: taken, attached, left again.
+    let text = std::fs::read_to_string(&c.profile).unwrap();
+    let existing = |text: &str| {
+        text.replace(
+            "volume_gb = 1\nkeep = true",
+            &format!("volume = \"{first}\""),
+        )
+    };
+    std::fs::write(&c.profile, existing(&text)).unwrap();
+    let plan = c.run(&["plan", c.profile()]);
+    assert!(
+        String::from_utf8_lossy(&plan.stdout)
+            .contains(&format!("/shared: the existing volume `{first}`")),
+        "plan says where /shared lives"
+    );
+    assert!(c.run(&["up", c.profile(), "--infra-only"]).status.success());
+    assert_eq!(volume_id(&c), first, "the existing volume");
+    assert!(c.run(&["down", "--yes", c.profile()]).status.success());
+    kept_alone(&os);
+    // Another cluster may not take this cluster's /shared: refused, nothing made.
+    let thief = Cluster::new("t-thief", |p| {
+        existing(&p.replace("count = 3", "count = 1").replace(
+            "kind = \"manila\"               # or \"master-nfs\" (NFS server on the master; volume_gb = N adds a Cinder volume)\nsize_gb = 10",
+            "kind = \"master-nfs\"\nvolume_gb = 1\nkeep = true",
+        ))
+    });
+    let refused = thief.run(&["up", thief.profile(), "--infra-only"]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "storage.volume `{first}`: it is cluster `{}`'s",
+            c.name
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        rt.block_on(leftovers(&os, &thief.name)),
+        Vec::<String>::new()
+    );
     rt.block_on(os.volume().delete_volume(&first)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
     while !rt.block_on(leftovers(&os, &c.name)).is_empty() && Instant::now() < deadline {

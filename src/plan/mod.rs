@@ -188,6 +188,8 @@ pub enum Spec {
         volume_type: Option<String>,
         /// `storage.keep`: marked to outlive the cluster.
         keep: bool,
+        /// `storage.volume`: not made but taken, as the profile names it (marked, kept).
+        existing: Option<String>,
     },
     Server {
         role: Role,

@@ -581,7 +581,7 @@ fn a_kept_volume_outlives_down_and_every_plan() {
     let fresh = plan(&p, &Observation::default());
     assert!(fresh.actions.iter().any(|a| matches!(
         a,
-        Action::Create { desired: Desired { spec: Spec::Volume { size_gb: 20, volume_type: Some(t), keep: true }, .. } } if t == "ceph"
+        Action::Create { desired: Desired { spec: Spec::Volume { size_gb: 20, volume_type: Some(t), keep: true, existing: None }, .. } } if t == "ceph"
     )));
     let mut obs = observed_all(&p);
     for o in &mut obs.resources {
@@ -631,4 +631,29 @@ fn a_kept_volume_outlives_down_and_every_plan() {
         .actions
         .iter()
         .all(|a| !matches!(a, Action::Delete { .. })));
+}
+
+/// `storage.volume`: the volume is taken, not made (kept); once taken it goes by the cluster's
+/// volume name, so the next plan keeps it and deletes nothing.
+#[test]
+fn an_existing_volume_is_taken_and_then_kept() {
+    let mut p = profile(1);
+    p.storage.kind = profile::StorageKind::MasterNfs;
+    p.storage.volume = Some("datasets".into());
+    let fresh = plan(&p, &Observation::default());
+    assert!(fresh.actions.iter().any(|a| matches!(
+        a,
+        Action::Create { desired: Desired { name, spec: Spec::Volume { size_gb: 0, keep: true, existing: Some(e), .. } } }
+            if e == "datasets" && name == "demo-shared-volume"
+    )));
+    let mut obs = observed_all(&p);
+    for o in &mut obs.resources {
+        o.kept = o.kind == Kind::Volume;
+    }
+    let again = plan(&p, &obs);
+    assert!(again.is_noop(), "{again:?}");
+    assert!(teardown(&obs)
+        .actions
+        .iter()
+        .all(|a| a.kind() != Kind::Volume));
 }

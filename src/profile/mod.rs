@@ -281,6 +281,11 @@ pub struct StorageSpec {
     /// files.
     #[serde(default)]
     pub keep: bool,
+    /// master-nfs: /shared on this existing Cinder volume (name or id) of the project,
+    /// attached to the master; never formatted when it holds a file system, never deleted
+    /// (`down` leaves it, marked for the cluster, as with `keep`).
+    #[serde(default)]
+    pub volume: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]

@@ -436,7 +436,34 @@ fn a_kept_shared_volume_is_checked() {
     .unwrap();
     assert!(ok.storage.keep);
     assert_eq!(ok.storage.volume_type.as_deref(), Some("ceph"));
+    let taken = parse_str(&nfs.replace(
+        "kind = \"master-nfs\"",
+        "kind = \"master-nfs\"\nvolume = \"datasets\"",
+    ))
+    .unwrap();
+    assert_eq!(taken.storage.volume.as_deref(), Some("datasets"));
     let cases = [
+        (
+            nfs.replace(
+                "kind = \"master-nfs\"",
+                "kind = \"master-nfs\"\nvolume = \"datasets\"\nvolume_gb = 5",
+            ),
+            "storage.volume_gb",
+            "names a volume that exists",
+        ),
+        (
+            GOOD.replace("size_gb = 10", "size_gb = 10\nvolume = \"datasets\""),
+            "storage.volume",
+            "only used with kind = \"master-nfs\"",
+        ),
+        (
+            nfs.replace(
+                "kind = \"master-nfs\"",
+                "kind = \"master-nfs\"\nvolume = \"x\\ny\"",
+            ),
+            "storage.volume",
+            "",
+        ),
         (
             nfs.replace(
                 "kind = \"master-nfs\"",

@@ -127,6 +127,30 @@ pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
             None,
         ));
     }
+    if p.storage.volume.is_some() {
+        let other = [
+            ("volume_gb", p.storage.volume_gb.is_some()),
+            ("volume_type", p.storage.volume_type.is_some()),
+            ("keep", p.storage.keep),
+        ]
+        .into_iter()
+        .find(|(_, set)| *set);
+        if let Some((field, _)) = other {
+            return Err(issue(
+                &format!("storage.{field}"),
+                "storage.volume names a volume that exists: it has its size and type, and is \
+                 always kept",
+                Some("remove one of the two"),
+            ));
+        }
+        if p.storage.kind != StorageKind::MasterNfs {
+            return Err(issue(
+                "storage.volume",
+                "only used with kind = \"master-nfs\"",
+                None,
+            ));
+        }
+    }
     if p.storage.volume_type.is_some() && p.storage.volume_gb.is_none() {
         return Err(issue(
             "storage.volume_type",
@@ -145,10 +169,14 @@ pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
             Some("kind = \"master-nfs\" with storage.volume_gb = SIZE puts /shared on a volume that can be kept"),
         ));
     }
-    if p.provider == ProviderKind::Local && (p.storage.keep || p.storage.volume_gb.is_some()) {
+    if p.provider == ProviderKind::Local
+        && (p.storage.keep || p.storage.volume_gb.is_some() || p.storage.volume.is_some())
+    {
         return Err(issue(
             if p.storage.keep {
                 "storage.keep"
+            } else if p.storage.volume.is_some() {
+                "storage.volume"
             } else {
                 "storage.volume_gb"
             },
@@ -235,6 +263,7 @@ fn check_cloud_names(p: &Profile) -> Result<(), Issue> {
         ),
         ("storage.share_type", p.storage.share_type.as_deref()),
         ("storage.volume_type", p.storage.volume_type.as_deref()),
+        ("storage.volume", p.storage.volume.as_deref()),
         ("master.volume_type", p.master.volume_type.as_deref()),
         ("workers.volume_type", p.workers.volume_type.as_deref()),
     ];

@@ -320,6 +320,7 @@ impl Blueprint for LocalBlueprint {
                     size_gb: 0,
                     volume_type: None,
                     keep: false,
+                    existing: None,
                 },
             },
             Desired {

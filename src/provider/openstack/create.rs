@@ -475,9 +475,14 @@ impl OpenStackProvider {
                     .await
             }
             Spec::Volume {
+                existing: Some(wanted),
+                ..
+            } => self.take_existing_volume(cluster, name, wanted).await,
+            Spec::Volume {
                 size_gb,
                 volume_type,
                 keep,
+                existing: None,
             } => {
                 let api = self.os.volume();
                 let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);

@@ -98,14 +98,25 @@ impl Blueprint for OpenStackBlueprint {
                 },
             }),
             StorageKind::MasterNfs => {
-                if let Some(size_gb) = p.storage.volume_gb {
+                let volume = match (&p.storage.volume, p.storage.volume_gb) {
+                    (Some(existing), _) => Some(Spec::Volume {
+                        size_gb: 0,
+                        volume_type: None,
+                        keep: true,
+                        existing: Some(existing.clone()),
+                    }),
+                    (None, Some(size_gb)) => Some(Spec::Volume {
+                        size_gb,
+                        volume_type: p.storage.volume_type.clone(),
+                        keep: p.storage.keep,
+                        existing: None,
+                    }),
+                    (None, None) => None,
+                };
+                if let Some(spec) = volume {
                     out.push(Desired {
                         name: n.volume(),
-                        spec: Spec::Volume {
-                            size_gb,
-                            volume_type: p.storage.volume_type.clone(),
-                            keep: p.storage.keep,
-                        },
+                        spec,
                     });
                     out.push(Desired {
                         name: n.volume_attachment(),

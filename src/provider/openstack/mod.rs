@@ -16,6 +16,7 @@ mod create;
 pub mod credential;
 mod delete;
 pub mod desired;
+mod existing_volume;
 mod lifecycle;
 mod observe;
 mod quota;

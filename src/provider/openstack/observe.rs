@@ -312,9 +312,16 @@ impl OpenStackProvider {
                             "deleting" => continue,
                             _ => Health::Pending,
                         };
+                        // A volume taken by storage.volume goes by the cluster's name for it.
+                        let name = v
+                            .metadata
+                            .get(super::existing_volume::NAME_KEY)
+                            .or(v.name.as_ref())
+                            .cloned()
+                            .unwrap_or_default();
                         out.push(Observed {
                             kind,
-                            name: v.name.clone().unwrap_or_default(),
+                            name,
                             id: v.id.clone(),
                             health,
                             kept: v.metadata.get(KEEP_KEY).is_some_and(|k| k == "true"),

@@ -88,6 +88,10 @@ impl OpenStackProvider {
                 }
             }
         }
+        // An existing volume for /shared: found and checked before anything is made.
+        if let Some(wanted) = &p.storage.volume {
+            self.find_existing_volume(&p.name, wanted).await?;
+        }
         Ok(())
     }
 
@@ -244,6 +248,13 @@ fn image_need_gb(image: &crate::openstack::Image) -> u64 {
 pub fn shared_line(p: &Profile) -> Option<String> {
     use crate::profile::StorageKind;
     let names = crate::plan::Names(&p.name);
+    if let (StorageKind::MasterNfs, Some(existing)) = (p.storage.kind, &p.storage.volume) {
+        return Some(format!(
+            "/shared: the existing volume `{}`, attached to the master, formatted only if blank; \
+             never deleted (`down` leaves it, marked for the cluster)",
+            crate::input::shown(existing)
+        ));
+    }
     Some(match (p.storage.kind, p.storage.volume_gb) {
         (StorageKind::None, _) => return None,
         (StorageKind::Manila, _) => format!(
@@ -414,5 +425,10 @@ mod tests {
             "/shared: the Manila share demo-share (20 GB), deleted by `down`"
         );
         assert_eq!(line("kind = \"none\""), None);
+        let existing = line("kind = \"master-nfs\"\nvolume = \"datasets\"").unwrap();
+        assert!(
+            existing.starts_with("/shared: the existing volume `datasets`"),
+            "{existing}"
+        );
     }
 }

@@ -1,0 +1,162 @@
+//! `storage.volume`: a volume the project already has, taken as /shared's. Found by id or
+//! by its one name, checked (not another cluster's, not attached elsewhere), then marked with
+//! the cluster (and kept) so that every later look finds it under the cluster's volume name.
+
+use std::collections::BTreeMap;
+
+use super::{OpenStackProvider, KEEP_KEY, META_KEY};
+use crate::openstack::Volume;
+use crate::provider::ProviderError;
+
+/// Cinder metadata: the name a taken volume goes by in the cluster (its own name stays).
+pub const NAME_KEY: &str = "hvd-name";
+
+impl OpenStackProvider {
+    /// The volume `wanted` names (an id, else exactly one volume of that name), checked for
+    /// `cluster` (see [`takeable`]).
+    pub(super) async fn find_existing_volume(
+        &self,
+        cluster: &str,
+        wanted: &str,
+    ) -> Result<Volume, ProviderError> {
+        let api = self.os.volume();
+        let all = api.list_volumes(&BTreeMap::new()).await?;
+        let by_id: Vec<&Volume> = all.iter().filter(|v| v.id == wanted).collect();
+        let found: Vec<&Volume> = if by_id.is_empty() {
+            all.iter()
+                .filter(|v| v.name.as_deref() == Some(wanted))
+                .collect()
+        } else {
+            by_id
+        };
+        let what = format!("storage.volume `{}`", crate::input::shown(wanted));
+        match found.as_slice() {
+            [one] => {
+                takeable(one, cluster).map_err(|detail| ProviderError::Resolve {
+                    what: what.clone(),
+                    detail,
+                })?;
+                Ok((*one).clone())
+            }
+            [] => {
+                let names: Vec<&str> = all.iter().filter_map(|v| v.name.as_deref()).collect();
+                Err(super::resolve::not_found("volume", wanted, &names))
+            }
+            many => Err(ProviderError::Resolve {
+                what,
+                detail: format!("{} volumes have this name; use its id", many.len()),
+            }),
+        }
+    }
+
+    /// Takes the volume: marks it with the cluster, kept, under `name`; returns its id.
+    pub(super) async fn take_existing_volume(
+        &self,
+        cluster: &str,
+        name: &str,
+        wanted: &str,
+    ) -> Result<String, ProviderError> {
+        let v = self.find_existing_volume(cluster, wanted).await?;
+        self.os
+            .volume()
+            .add_metadata(&v.id, &marks(cluster, name))
+            .await?;
+        Ok(v.id)
+    }
+}
+
+/// The metadata that makes a taken volume the cluster's /shared volume, kept.
+fn marks(cluster: &str, name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (META_KEY.to_string(), cluster.to_string()),
+        (KEEP_KEY.to_string(), "true".to_string()),
+        (NAME_KEY.to_string(), name.to_string()),
+    ])
+}
+
+/// Whether `cluster` may take this volume: not marked for another cluster (whose /shared it
+/// is), usable (available, or in use by this cluster already), not a server's root volume.
+/// The reason, shortened and escaped, when not. Pure.
+pub fn takeable(v: &Volume, cluster: &str) -> Result<(), String> {
+    let shown = crate::input::shown;
+    if let Some(owner) = v.metadata.get(META_KEY).filter(|o| o.as_str() != cluster) {
+        return Err(format!(
+            "it is cluster `{}`'s (its `{META_KEY}` mark); a volume is one cluster's /shared at a time",
+            shown(owner)
+        ));
+    }
+    if v.metadata.contains_key(super::ROOT_OF_KEY) {
+        return Err("it is a server's root volume".to_string());
+    }
+    let ours = v.metadata.get(META_KEY).is_some_and(|o| o == cluster);
+    match v.status.as_str() {
+        "available" => Ok(()),
+        "in-use" | "attaching" | "reserved" if ours => Ok(()),
+        "in-use" | "attaching" | "reserved" => Err(format!(
+            "it is attached to server {}; detach it first",
+            v.attachments
+                .first()
+                .and_then(|a| a.server_id.as_deref())
+                .map(shown)
+                .unwrap_or_else(|| "?".into())
+        )),
+        other => Err(format!("its status is `{}`, not available", shown(other))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::openstack::volume::VolumeAttachmentInfo;
+
+    fn volume(status: &str, meta: &[(&str, &str)]) -> Volume {
+        Volume {
+            id: "v-1".into(),
+            name: Some("datasets".into()),
+            status: status.into(),
+            size: 100,
+            metadata: meta
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            attachments: vec![VolumeAttachmentInfo {
+                server_id: Some("srv\n\u{1b}[2J".into()),
+                ..VolumeAttachmentInfo::default()
+            }],
+            ..Volume::default()
+        }
+    }
+
+    #[test]
+    fn a_volume_is_taken_only_when_free_and_no_other_clusters() {
+        assert_eq!(takeable(&volume("available", &[]), "demo"), Ok(()));
+        assert_eq!(
+            takeable(&volume("in-use", &[("hvd-cluster", "demo")]), "demo"),
+            Ok(())
+        );
+        let other = takeable(&volume("available", &[("hvd-cluster", "other\n")]), "demo");
+        assert!(
+            other
+                .as_ref()
+                .is_err_and(|e| e.starts_with("it is cluster `other\\n`'s")),
+            "{other:?}"
+        );
+        let attached = takeable(&volume("in-use", &[]), "demo").unwrap_err();
+        assert!(
+            attached.contains("attached to server srv\\n\\u{1b}[2J")
+                && !attached.contains('\u{1b}'),
+            "{attached}"
+        );
+        assert!(takeable(&volume("available", &[("hvd-root-of", "x")]), "demo").is_err());
+        assert!(takeable(&volume("error", &[]), "demo")
+            .is_err_and(|e| e.contains("`error`, not available")));
+        assert_eq!(
+            marks("demo", "demo-shared-volume"),
+            BTreeMap::from([
+                ("hvd-cluster".to_string(), "demo".to_string()),
+                ("hvd-keep".to_string(), "true".to_string()),
+                ("hvd-name".to_string(), "demo-shared-volume".to_string()),
+            ])
+        );
+    }
+}
