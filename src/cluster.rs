@@ -448,3 +448,34 @@ pub fn unfinished_renewal(node: &str, offered: &str, how: state::Renewal) -> Str
         how.by_an_unfinished_command()
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The line names the node and the key, escaped, says what was done and which command
+    /// finishes it, and never sends the user to ssh-keygen or warns of an attacker.
+    #[test]
+    fn an_unfinished_renewal_names_the_command_not_an_attacker() {
+        let line = unfinished_renewal(
+            "c-worker-1\n\u{1b}[2J",
+            "SHA256:abc",
+            state::Renewal::StartedAgain,
+        );
+        assert!(
+            line.starts_with("c-worker-1\\n\\u{1b}[2J: its SSH host key changed to SHA256:abc"),
+            "{line}"
+        );
+        assert!(
+            line.contains("started again by a command that did not finish"),
+            "{line}"
+        );
+        assert!(line.contains("`hvd-cluster start`"), "{line}");
+        assert!(!line.contains('\u{1b}') && !line.contains("someone may be between"));
+        let made = unfinished_renewal("c-master", "SHA256:x", state::Renewal::MadeAnew);
+        assert!(
+            made.contains("made anew by a command that did not finish"),
+            "{made}"
+        );
+    }
+}
