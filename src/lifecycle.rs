@@ -83,6 +83,14 @@ pub async fn stop(
     Ok(report)
 }
 
+/// The servers of `observed` that are stopped (or stopping, or starting): what
+/// [`start_stopped`] starts. Pure.
+pub fn stopped_servers(observed: &[Observed]) -> impl Iterator<Item = &Observed> {
+    observed
+        .iter()
+        .filter(|o| o.kind == Kind::Server && o.health.is_stopped())
+}
+
 /// Starts the servers of `observed` that are stopped (or stopping, or starting), the master
 /// first (the workers mount /shared from it), and waits until the provider shows them
 /// running. Returns their names; none changes nothing.
@@ -92,11 +100,7 @@ pub async fn start_stopped(
     name: &str,
     observed: &[Observed],
 ) -> Result<Vec<String>, Error> {
-    let stopped: Vec<Observed> = observed
-        .iter()
-        .filter(|o| o.kind == Kind::Server && o.health.is_stopped())
-        .cloned()
-        .collect();
+    let stopped: Vec<Observed> = stopped_servers(observed).cloned().collect();
     if stopped.is_empty() {
         return Ok(Vec::new());
     }

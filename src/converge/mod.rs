@@ -184,11 +184,7 @@ pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<P
         .map(|(n, r)| (n, r.by_an_unfinished_command()))
         .collect();
     // Recorded before the calls: a command stopped after them still knows why keys changed.
-    let stopped: Vec<String> = prepared
-        .observed
-        .resources
-        .iter()
-        .filter(|o| o.kind == Kind::Server && o.health.is_stopped())
+    let stopped: Vec<String> = lifecycle::stopped_servers(&prepared.observed.resources)
         .map(|o| o.name.clone())
         .collect();
     note_renewing(&dir, &stopped, Renewal::StartedAgain)?;

@@ -4,9 +4,8 @@
 //! says nothing of the world's size, but rank 0's progress bar does: each epoch's first bar
 //! counts `ceil(train images / size)` batches of one image (`ElasticSampler` shards them).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -147,24 +146,9 @@ impl TutorialJob {
             "--batches-per-commit",
             "1",
         ];
-        let mut child = cluster
-            .command(&argv)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut all = Vec::new();
-            for line in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
-                // tqdm redraws its bar with carriage returns: one segment per redraw
-                for segment in String::from_utf8_lossy(&line).split('\r') {
-                    let _ = tx.send(segment.to_string());
-                    all.push(segment.to_string());
-                }
-            }
-            all
+        // tqdm redraws its bar with carriage returns: one segment per redraw
+        let (child, lines, reader) = super::follow(cluster.command(&argv), |line| {
+            line.split('\r').map(str::to_string).collect()
         });
         TutorialJob {
             child,

@@ -145,6 +145,32 @@ pub fn step_line(line: &str) -> Option<(u32, u32)> {
     Some((field("step=")?, field("size=")?))
 }
 
+/// Spawns `cmd` with its stdout read on a thread, line by line: the pieces `split` makes of
+/// each line go to the receiver as they come, and all of them are the thread's result.
+pub fn follow(
+    mut cmd: Command,
+    split: fn(&str) -> Vec<String>,
+) -> (Child, mpsc::Receiver<String>, JoinHandle<Vec<String>>) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        for line in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
+            for piece in split(&String::from_utf8_lossy(&line)) {
+                let _ = tx.send(piece.clone());
+                all.push(piece);
+            }
+        }
+        all
+    });
+    (child, lines, reader)
+}
+
 /// `hvd-cluster run --elastic` of examples/elastic_train.py, read line by line.
 pub struct ElasticJob {
     child: Child,
@@ -187,24 +213,11 @@ impl ElasticJob {
             script,
         ];
         argv.extend_from_slice(args);
-        let mut child = cluster
-            .command(&argv)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut all = Vec::new();
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("ELASTIC") || line.contains("RESET") {
-                    eprintln!("[job] {line}");
-                }
-                let _ = tx.send(line.clone());
-                all.push(line);
+        let (child, lines, reader) = follow(cluster.command(&argv), |line| {
+            if line.contains("ELASTIC") || line.contains("RESET") {
+                eprintln!("[job] {line}");
             }
-            all
+            vec![line.to_string()]
         });
         ElasticJob {
             child,

@@ -29,39 +29,51 @@ impl OpenStackProvider {
         } else {
             by_id
         };
-        let what = format!("storage.volume `{}`", crate::input::shown(wanted));
         match found.as_slice() {
             [one] => {
-                takeable(one, cluster).map_err(|detail| ProviderError::Resolve {
-                    what: what.clone(),
-                    detail,
-                })?;
+                takeable(one, cluster).map_err(|why| refused(wanted, why))?;
                 Ok((*one).clone())
             }
             [] => {
                 let names: Vec<&str> = all.iter().filter_map(|v| v.name.as_deref()).collect();
                 Err(super::resolve::not_found("volume", wanted, &names))
             }
-            many => Err(ProviderError::Resolve {
-                what,
-                detail: format!("{} volumes have this name; use its id", many.len()),
-            }),
+            many => Err(refused(
+                wanted,
+                format!("{} volumes have this name; use its id", many.len()),
+            )),
         }
     }
 
-    /// Takes the volume: marks it with the cluster, kept, under `name`; returns its id.
+    /// Takes the volume: marks it with the cluster, kept, under `name`; returns its id. The
+    /// one `resolve` found is looked at again by id (it may have changed since), not searched.
     pub(super) async fn take_existing_volume(
         &self,
         cluster: &str,
         name: &str,
         wanted: &str,
     ) -> Result<String, ProviderError> {
-        let v = self.find_existing_volume(cluster, wanted).await?;
-        self.os
-            .volume()
-            .add_metadata(&v.id, &marks(cluster, name))
-            .await?;
+        let api = self.os.volume();
+        let v = match &self.resolved.existing_volume {
+            Some(id) => {
+                let v = api.get_volume(id).await?.ok_or_else(|| {
+                    refused(wanted, "it was deleted since it was looked up".into())
+                })?;
+                takeable(&v, cluster).map_err(|why| refused(wanted, why))?;
+                v
+            }
+            None => self.find_existing_volume(cluster, wanted).await?,
+        };
+        api.add_metadata(&v.id, &marks(cluster, name)).await?;
         Ok(v.id)
+    }
+}
+
+/// `storage.volume` refused, with why.
+fn refused(wanted: &str, detail: String) -> ProviderError {
+    ProviderError::Resolve {
+        what: format!("storage.volume `{}`", crate::input::shown(wanted)),
+        detail,
     }
 }
 

@@ -59,6 +59,8 @@ struct Resolved {
     image_needs_gb: HashMap<String, u64>,
     /// Networks by name: external networks, the floating IP pool, an existing network.
     networks: HashMap<String, String>,
+    /// `storage.volume`'s id, found and checked (one list of the project's volumes).
+    existing_volume: Option<String>,
 }
 
 pub struct OpenStackProvider {

@@ -90,7 +90,8 @@ impl OpenStackProvider {
         }
         // An existing volume for /shared: found and checked before anything is made.
         if let Some(wanted) = &p.storage.volume {
-            self.find_existing_volume(&p.name, wanted).await?;
+            let found = self.find_existing_volume(&p.name, wanted).await?;
+            self.resolved.existing_volume = Some(found.id);
         }
         Ok(())
     }
