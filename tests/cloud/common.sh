@@ -24,14 +24,16 @@ declare -A SERVICE_PORT=(
   [mariadb]=3306 [epmd]=4369 [rabbitmq]=5672 [memcached]=11211
   [keystone]=5000 [placement]=8778 [glance]=9292 [neutron-api]=9696
   [nova-api]=8774 [manila-api]=8786 [cinder-api]=8776
+  [swift-proxy]=8080 [swift-object]=6200 [swift-container]=6201 [swift-account]=6202
 )
-ALL_PORTS="3306 4369 5672 25672 11211 5000 8778 9292 9696 8774 8786 8776"
+ALL_PORTS="3306 4369 5672 25672 11211 5000 8778 9292 9696 8774 8786 8776 8080 6200 6201 6202"
 
 # Services in start order; those without a port are checked by pid only.
 SERVICES="mariadb epmd rabbitmq memcached keystone placement glance
   neutron-api neutron-rpc-server neutron-periodic-workers
   nova-api nova-conductor nova-scheduler nova-compute
-  manila-api manila-scheduler manila-share"
+  manila-api manila-scheduler manila-share
+  swift-account swift-container swift-object swift-proxy"
 [ "$ENABLE_CINDER" = 1 ] && SERVICES="$SERVICES cinder-api cinder-scheduler cinder-volume"
 
 # Virtual machines: a second nova-compute (host $VM_HOST) runs Nova's own libvirt driver under

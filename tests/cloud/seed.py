@@ -37,13 +37,17 @@ CATALOG = {
     "sharev2": ("manilav2", f"http://{HOST}:8786/v2"),
     "shared-file-system": ("manila", f"http://{HOST}:8786/v2"),
 }
+# Swift where both this machine and the cloud's servers reach it, as a real cloud's public
+# endpoint is: the public network's gateway (start forwards it to 127.0.0.1:8080).
+OBJECT_STORE_HOST = os.environ.get("HVD_CLOUD_OBJECT_STORE_HOST", HOST)
+CATALOG["object-store"] = ("swift", f"http://{OBJECT_STORE_HOST}:8080/v1/AUTH_%(project_id)s")
 if CINDER:
     CATALOG["block-storage"] = ("cinder", f"http://{HOST}:8776/v3")
     CATALOG["volumev3"] = ("cinderv3", f"http://{HOST}:8776/v3/%(project_id)s")
 
 # The tenants tests act as (project and user of the same name): demo, then api.
 TENANTS = ["demo", "api"]
-SERVICE_USERS = ["nova", "neutron", "placement", "glance", "manila"] + (["cinder"] if CINDER else [])
+SERVICE_USERS = ["nova", "neutron", "placement", "glance", "manila", "swift"] + (["cinder"] if CINDER else [])
 
 # name: (id, vcpus, ram MiB, disk GB, extra specs)
 FLAVORS = {
