@@ -101,6 +101,9 @@ pub const JOB_RUNNER: &str = include_str!("../templates/node/job_runner.sh");
 /// The master's end of `push` and `pull` (its verb on the command line, the rest on stdin).
 pub const TREE_SYNC: &str = include_str!("../templates/node/tree_sync.py");
 
+/// The master's end of `[[data]] object_store` (src/transfer/objects.rs): sent with each call.
+pub const OBJECT_FETCH: &str = include_str!("../templates/node/object_fetch.py");
+
 /// The acceptance check job, run by every rank.
 pub const CHECK_JOB: &str = include_str!("../templates/check/hvd_check.py");
 
@@ -131,6 +134,7 @@ mod tests {
             "autostop_agent.py".to_string(),
             "job_runner.sh".to_string(),
             "tree_sync.py".to_string(),
+            "object_fetch.py".to_string(),
         ]);
         named.sort();
         let before = named.len();

@@ -333,6 +333,19 @@ fn over_quota_and_unknown_names_create_nothing() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("image `debian-13-genericcloud-amd64`"));
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
 
+    // A dataset from a container the object store does not have (issue 50).
+    let c = Cluster::new("t-container", |p| {
+        p + "\n[[data]]\nobject_store = \"no-such-container/train\"\n"
+    });
+    let out = c.run(&["up", c.profile(), "--infra-only"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("container `no-such-container`: not found in this project's object store"),
+        "{err}"
+    );
+    assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
+
     // As admin, lower the user's instance quota below what the profile needs.
     let admin = rt.block_on(client("local-admin"));
     let project = os.project_id().to_string();

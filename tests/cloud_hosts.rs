@@ -28,6 +28,8 @@ use common::cloud::{
 };
 use common::registry::{Registry, OUR_IMAGE};
 use common::{ElasticJob, TestCluster};
+use hvd_cluster::openstack::{CloudConfig, OpenStack, Request, Secret, Service};
+use hvd_cluster::provider::openstack::credential::StopCredential;
 
 /// Both tests run several node containers with their own Docker engines: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -169,7 +171,7 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
 }
 
 /// `start` after the agent's stop: unshelved, the real-host servers come back as new
-/// containers with new host keys. A first `start` is killed once its calls started them
+/// containers with new host keys, and /shared with the file the job wrote before the stop. A first `start` is killed once its calls started them
 /// (issue 52): `check` then says which command finishes the job, not that someone may be
 /// between the user and the nodes; the next `start` vouches for each node's new key against
 /// its console, read through Nova's API, says so per node and reaches a passing check. Then a
@@ -213,6 +215,16 @@ fn start_vouches_for_new_host_keys(c: &TestCluster, nodes: &[String]) {
             "{line}"
         );
     }
+    // What the job wrote to /shared before the agent stopped the cluster is still there, on
+    // the master and through the share on a worker (the cloud keeps a server's disks across
+    // shelve and unshelve, as a real one does).
+    for node in ["master", "worker-2"] {
+        assert_eq!(
+            c.on_node(node, &["cat", "/shared/kept.txt"]).trim(),
+            "kept",
+            "/shared on {node} after stop and start"
+        );
+    }
     let master = &nodes[0];
     let container = format!("hvd-nova-{}", server_id(c, master));
     let offered = common::new_host_keys_behind_the_tools_back(&container);
@@ -226,7 +238,12 @@ fn start_vouches_for_new_host_keys(c: &TestCluster, nodes: &[String]) {
 /// agent a new credential, the old one deleted), the job grows back.
 fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run(c: &TestCluster) {
     with_autostop(c, "10m");
-    assert!(c.hvd(&["up", &c.profile]).status.success());
+    // The same `up` copies a dataset from the cloud's object store (issue 50).
+    let dataset = dataset_in_the_object_store(c);
+    let up = c.hvd(&["up", &c.profile]);
+    assert!(up.status.success());
+    the_dataset_came_from_the_object_store(c, &dataset, &String::from_utf8_lossy(&up.stderr));
+    hostile_objects_are_refused_by_name_and_no_link_is_followed(c);
     let rt = runtime();
     let os = rt.block_on(client("local-user"));
     let credentials = || -> Vec<u32> {
@@ -271,6 +288,209 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run(c: &TestClu
     );
     let sizes = job.stop_and_verify(c);
     assert!(sizes.contains(&1) && sizes.contains(&2), "{sizes:?}");
+    // heal's converge found the dataset on /shared (nothing fetched again) and staged it on
+    // the new worker (worker-3: heal makes a new name) before it joined
+    assert!(
+        said.contains("object store: ")
+            && said.contains(" 0 file(s), ")
+            && said.contains("already there)"),
+        "{said}"
+    );
+    assert_eq!(
+        hashes_on(c, "worker-3", STAGED_DATASET),
+        dataset.hashes,
+        "the new worker got the staged dataset"
+    );
+}
+
+/// Objects whose names would climb out of the destination or hold a line break, and a link
+/// planted where a folder of the dataset goes: each `up` is refused (exit 2) in one line
+/// naming the object or the link, escaped, and nothing lands outside.
+fn hostile_objects_are_refused_by_name_and_no_link_is_followed(c: &TestCluster) {
+    let container = format!("{}-data", c.name);
+    common::cloud::object_store_put(&container, "evil/a/../../../outside", b"x");
+    common::cloud::object_store_put(&container, "lf/a\nb", b"x");
+    c.on_node(
+        "master",
+        // one word: `ssh` hands the remote shell its words joined, as ssh does
+        &["mkdir -p /tmp/outside /shared/linked && ln -sfn /tmp/outside /shared/linked/a"],
+    );
+    let clean = std::fs::read_to_string(&c.profile).unwrap();
+    for (entry, says) in [
+        (
+            format!("object_store = \"{container}/evil\""),
+            "object evil/a/../../../outside: `..` cannot be a folder or file name",
+        ),
+        (
+            format!("object_store = \"{container}/lf\""),
+            "object lf/a\\nb: its name holds a control character",
+        ),
+        (
+            format!("object_store = \"{container}/sets/tiny\"\nshared = \"/shared/linked\""),
+            "`a` on the way is not a folder",
+        ),
+    ] {
+        std::fs::write(&c.profile, format!("{clean}\n[[data]]\n{entry}\n")).unwrap();
+        let up = c.hvd(&["up", &c.profile]);
+        let err = String::from_utf8_lossy(&up.stderr);
+        assert_eq!(up.status.code(), Some(2), "{entry}: {err}");
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("error: ") && l.contains("object store: "))
+            .unwrap_or_else(|| panic!("{entry}: no refusal in {err}"));
+        assert!(line.contains(says), "{entry}: {line}");
+    }
+    std::fs::write(&c.profile, clean).unwrap();
+    assert_eq!(
+        c.on_node("master", &["ls -A /tmp/outside | wc -l"]).trim(),
+        "0",
+        "nothing written through the link"
+    );
+    c.on_node(
+        "master",
+        &["sudo", "rm", "-rf", "/shared/linked", "/tmp/outside"],
+    );
+}
+
+/// Where the dataset lands: on /shared, and staged on every node's own disk.
+const SHARED_DATASET: &str = "/shared/tiny";
+const STAGED_DATASET: &str = "/var/lib/hvd-cluster/data/staged/tiny";
+
+/// A dataset of the test's own in demo's object store: names with a space, UTF-8, a deep
+/// folder, an empty file and a large one.
+struct Dataset {
+    _dir: tempfile::TempDir,
+    hashes: String,
+}
+
+/// `sha256sum` of every file below `dir`, by path, as `hashes_on` prints it on a node.
+fn hashes_here(dir: &std::path::Path) -> String {
+    let out = Command::new("sh")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn hashes_on(c: &TestCluster, node: &str, dir: &str) -> String {
+    c.on_node(
+        node,
+        &[&format!(
+            "sudo sh -c 'cd {dir} && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum'"
+        )],
+    )
+}
+
+/// Adds the dataset to the profile as `[[data]] object_store = "<container>/sets/tiny"`
+/// staged on every node.
+fn dataset_in_the_object_store(c: &TestCluster) -> Dataset {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("a/b/c")).unwrap();
+    std::fs::write(root.join("a/b/c/deep.txt"), b"deep\n").unwrap();
+    std::fs::write(root.join("a/two words.txt"), b"two words\n").unwrap();
+    std::fs::write(root.join("\u{fc}ber.txt"), "\u{fc}\n").unwrap();
+    std::fs::write(root.join("empty"), b"").unwrap();
+    let big: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(root.join("a/big.bin"), big).unwrap();
+    for i in 0..40 {
+        std::fs::write(
+            root.join(format!("a/f{i}.txt")),
+            format!("{i}\n").repeat(i + 1),
+        )
+        .unwrap();
+    }
+    let container = format!("{}-data", c.name);
+    common::cloud::object_store_upload(&container, root, "sets/tiny");
+    let text = std::fs::read_to_string(&c.profile).unwrap();
+    std::fs::write(
+        &c.profile,
+        format!("{text}\n[[data]]\nobject_store = \"{container}/sets/tiny\"\nstage = true\n"),
+    )
+    .unwrap();
+    Dataset {
+        hashes: hashes_here(root),
+        _dir: dir,
+    }
+}
+
+/// The master copied every object into /shared with its content, every node has the staged
+/// copy, and the credential the master holds can read the dataset's container and nothing
+/// else: no write, no delete, no other container.
+fn the_dataset_came_from_the_object_store(c: &TestCluster, dataset: &Dataset, said: &str) {
+    assert!(
+        said.contains(&format!(
+            "data: the master reads the object store with credential hvd-cluster-{}-data-1",
+            c.name
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains("object store: ") && said.contains(" 45 file(s), "),
+        "{said}"
+    );
+    assert_eq!(hashes_on(c, "master", SHARED_DATASET), dataset.hashes);
+    for node in ["master", "worker-1", "worker-2"] {
+        assert_eq!(
+            hashes_on(c, node, STAGED_DATASET),
+            dataset.hashes,
+            "staged on {node}"
+        );
+    }
+
+    let path = format!(
+        "{}/credential.json",
+        hvd_cluster::transfer::objects::CREDENTIAL_DIR
+    );
+    let file: serde_json::Value =
+        serde_json::from_str(&c.on_node("master", &["sudo", "cat", &path])).unwrap();
+    let user = CloudConfig::load(Some("local-user")).unwrap();
+    let credential = StopCredential {
+        id: file["credential_id"].as_str().unwrap().into(),
+        name: "the master's data credential".into(),
+        generation: 1,
+        secret: Secret::new(file["credential_secret"].as_str().unwrap()),
+        rules: Vec::new(),
+    };
+    let rt = runtime();
+    let os = rt
+        .block_on(OpenStack::connect(&credential.cloud(&user)))
+        .expect("the master's credential authenticates");
+    let container = format!("{}-data", c.name);
+    let list = Request::get(Service::ObjectStore, container.as_str()).query("format", "json");
+    assert!(
+        rt.block_on(os.request(&list)).is_ok(),
+        "it lists its container"
+    );
+    for (what, request) in [
+        (
+            "write",
+            Request::put(
+                Service::ObjectStore,
+                format!("{container}/evil"),
+                serde_json::json!("x"),
+            ),
+        ),
+        (
+            "delete",
+            Request::delete(Service::ObjectStore, format!("{container}/sets/tiny/empty")),
+        ),
+        ("list the account", Request::get(Service::ObjectStore, "")),
+        (
+            "read another container",
+            Request::get(Service::ObjectStore, "another"),
+        ),
+    ] {
+        let e = rt.block_on(os.request(&request)).expect_err(what);
+        assert!(matches!(e.status(), Some(401 | 403)), "{what}: {e}");
+    }
 }
 
 /// The cluster came up with `autostop = "10m"`: the agent is there with a credential limited
@@ -332,7 +552,16 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first
 
     // A job that outlasts the idle time keeps the cluster up. Detached: the command that
     // submitted it is gone at once, the job runs on the master without it.
-    let submitted = c.hvd(&["run", &c.profile, "--detach", "--", "sleep", "80"]);
+    // It also leaves a file on /shared, which must outlive the stop (issue 50).
+    let submitted = c.hvd(&[
+        "run",
+        &c.profile,
+        "--detach",
+        "--",
+        "sh",
+        "-c",
+        "echo kept > /shared/kept.txt && sleep 80",
+    ]);
     assert!(submitted.status.success(), "{submitted:?}");
     let id = String::from_utf8_lossy(&submitted.stdout)
         .trim()
@@ -436,7 +665,8 @@ fn an_image_without_room_on_the_node_is_refused_before_a_byte_is_sent() {
         // Nothing reached the node: no archive in /var/tmp, no image in its Docker.
         let files = c.on_node(
             "master",
-            &["sh", "-c", "ls /var/tmp | grep hvd-cluster-image || true"],
+            // one word: `ssh` hands the remote shell its words joined, as ssh does
+            &["ls /var/tmp | grep hvd-cluster-image || true"],
         );
         assert_eq!(files.trim(), "", "no archive on the node");
         let images = c.on_node("master", &["sudo", "docker", "images", "-q"]);
@@ -515,11 +745,7 @@ fn an_image_without_room_on_the_node_is_refused_before_a_byte_is_sent() {
         );
         let recipe = c.on_node(
             "master",
-            &[
-                "sh",
-                "-c",
-                "ls -d /var/tmp/hvd-cluster-recipe* 2>/dev/null || true",
-            ],
+            &["ls -d /var/tmp/hvd-cluster-recipe* 2>/dev/null || true"],
         );
         assert_eq!(recipe.trim(), "", "no recipe unpacked, no build started");
         let images = c.on_node("master", &["sudo", "docker", "images", "-q"]);

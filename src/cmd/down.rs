@@ -68,6 +68,16 @@ pub async fn down(ctx: &Context, target: Target, yes: bool) -> Result<u8, Error>
             input::shown_message(&e.to_string(), 300)
         )),
     }
+    match provider.delete_data_credentials(&name).await {
+        Ok(0) => {}
+        Ok(n) => ctx.progress.line(format!(
+            "deleted {n} object store credential(s) of `{name}`"
+        )),
+        Err(e) => ctx.progress.line(format!(
+            "warning: could not look for `{name}`'s object store credentials ({}); delete any application credential named hvd-cluster-{name}-data-N by hand",
+            input::shown_message(&e.to_string(), 300)
+        )),
+    }
     // Prove it through the API before forgetting the cluster.
     let left: Vec<_> = provider
         .observe(&name)

@@ -4,35 +4,63 @@
 use crate::bootstrap;
 use crate::context::Context;
 use crate::error::Error;
-use crate::profile::Profile;
+use crate::profile::{DataSource, Profile};
+use crate::provider::Provider;
 use crate::state::ClusterDir;
 use crate::transfer;
+use crate::transfer::objects::CredentialOutcome;
 
-/// The profile's `[[data]]` into /shared from this machine, as `push` sends it (only what is
-/// new or changed: a converge of an unchanged tree sends no file); entries with
-/// `stage = true` join what is staged on every node. A local path that is not here (a `start`
-/// from another machine) is said, and /shared left as it is.
+/// The profile's `[[data]]` into /shared: a local folder from this machine, as `push` sends it
+/// (only what is new or changed: a converge of an unchanged tree sends no file); the objects
+/// of the object store by the master itself, with the read-only credential put there first
+/// (and removed once no entry needs it). Entries with `stage = true` join what is staged on
+/// every node. A local path that is not here (a `start` from another machine) is said, and
+/// /shared left as it is.
 pub(super) async fn deliver(
     ctx: &Context,
     p: &Profile,
+    provider: &dyn Provider,
     dir: &ClusterDir,
     master: &bootstrap::NodeSession,
 ) -> Result<(), Error> {
+    match transfer::objects::converge_credential(p, provider, &master.ssh).await? {
+        CredentialOutcome::Installed(name) => ctx.progress.line(format!(
+            "data: the master reads the object store with credential {name}, limited to reading the [[data]] containers"
+        )),
+        CredentialOutcome::Removed => ctx
+            .progress
+            .line("data: no entry reads the object store any more; the master's credential is gone"),
+        CredentialOutcome::None | CredentialOutcome::InPlace => {}
+    }
     for d in &p.data {
         let remote = d
             .shared_path()
             .map_err(|e| Error::Usage(format!("[[data]]: {}", e.0)))?;
-        if d.local.symlink_metadata().is_err() {
-            ctx.progress.line(format!(
-                "data: {} is not on this machine; {remote} left as it is",
-                transfer::tree::shown_path(&d.local)
-            ));
-        } else {
-            let opts = transfer::Options::default();
-            let source = transfer::Source::read(&d.local, &opts)?;
-            let summary =
-                transfer::push(&master.ssh, source, &remote, &opts, &ctx.progress).await?;
-            ctx.progress.line(format!("data: {summary}"));
+        match d
+            .source()
+            .map_err(|e| Error::Usage(format!("[[data]]: {}", e.0)))?
+        {
+            DataSource::ObjectStore(source) => {
+                let fetched =
+                    transfer::objects::fetch(&master.ssh, &source, &remote, &ctx.progress).await?;
+                ctx.progress.line(format!(
+                    "data: {}",
+                    transfer::objects::summary(&source, &remote, &fetched)
+                ));
+            }
+            DataSource::Local(local) if local.symlink_metadata().is_err() => {
+                ctx.progress.line(format!(
+                    "data: {} is not on this machine; {remote} left as it is",
+                    transfer::tree::shown_path(local)
+                ));
+            }
+            DataSource::Local(local) => {
+                let opts = transfer::Options::default();
+                let source = transfer::Source::read(local, &opts)?;
+                let summary =
+                    transfer::push(&master.ssh, source, &remote, &opts, &ctx.progress).await?;
+                ctx.progress.line(format!("data: {summary}"));
+            }
         }
         if d.stage {
             let mut st = dir.load()?;

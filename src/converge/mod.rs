@@ -298,7 +298,7 @@ pub async fn bootstrap_and_check(ctx: &Context, c: &Provisioned) -> Result<Ready
     ));
     // The profile's [[data]] on /shared, then, before discovery lists a new worker, what is
     // staged on the others.
-    data::deliver(ctx, p, &c.dir, opened.master()).await?;
+    data::deliver(ctx, p, provider, &c.dir, opened.master()).await?;
     data::restage(ctx, &c.dir, &opened.sessions).await?;
     let workers: Vec<_> = bootstrap::host_slots(&opened.sessions)
         .into_iter()

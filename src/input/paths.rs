@@ -110,6 +110,73 @@ pub fn shown_bytes(name: &[u8]) -> String {
     input::shown(&text)
 }
 
+/// A `[[data]]` source in the cloud's object store: `CONTAINER` or `CONTAINER/PREFIX`, the
+/// objects below that prefix. The container is named in the data credential's access rules
+/// (a path Keystone matches, where `*` and `{}` would widen it), so it keeps to letters,
+/// digits, `.`, `_` and `-`; the prefix is a folder inside it: non-empty parts, none `.` or `..`,
+/// no control character.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectSource {
+    pub container: String,
+    /// Without a trailing `/`; empty for the whole container.
+    pub prefix: String,
+}
+
+impl ObjectSource {
+    pub fn parse(raw: &str) -> Result<ObjectSource, Refused> {
+        let bad = |why: &str| Refused(format!("`{}`: {why}", input::shown(raw)));
+        if raw.chars().any(char::is_control) {
+            return Err(bad("holds a control character"));
+        }
+        if raw.len() > 1024 {
+            return Err(bad("longer than 1024 bytes"));
+        }
+        let (container, prefix) = raw.split_once('/').unwrap_or((raw, ""));
+        if container.is_empty()
+            || container.len() > 255
+            || container == "."
+            || container == ".."
+            || !container
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        {
+            return Err(bad(
+                "the container (before the first `/`) may hold only letters, digits, `.`, `_` and `-`, at most 255",
+            ));
+        }
+        let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
+        if !prefix.is_empty() {
+            for part in prefix.split('/') {
+                match part {
+                    "" => return Err(bad("an empty part (`//`) in the prefix")),
+                    "." | ".." => return Err(bad("`.` and `..` are not allowed in the prefix")),
+                    _ => {}
+                }
+            }
+        }
+        Ok(ObjectSource {
+            container: container.to_owned(),
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    /// Where it lands by default: `/shared/<the prefix's last part, or the container>`.
+    pub fn default_place(&self) -> Result<SharedPath, Refused> {
+        let name = self.prefix.rsplit('/').next().filter(|n| !n.is_empty());
+        SharedPath::for_name(name.unwrap_or(&self.container).as_bytes())
+    }
+}
+
+impl std::fmt::Display for ObjectSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.prefix.is_empty() {
+            f.write_str(&self.container)
+        } else {
+            write!(f, "{}/{}", self.container, input::shown(&self.prefix))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +237,52 @@ mod tests {
             assert!(check_relative(hostile).is_err(), "{hostile:?}");
         }
         assert_eq!(shown_bytes(b"a\n\xff"), "a\\n\\xff");
+    }
+
+    #[test]
+    fn object_sources_name_a_plain_container_and_a_folder_inside_it() {
+        let s = ObjectSource::parse("datasets/imagenet/train/").unwrap();
+        assert_eq!(
+            (s.container.as_str(), s.prefix.as_str()),
+            ("datasets", "imagenet/train")
+        );
+        assert_eq!(s.default_place().unwrap().as_str(), "/shared/train");
+        let whole = ObjectSource::parse("ds-2026.v1").unwrap();
+        assert_eq!(whole.prefix, "");
+        assert_eq!(
+            whole.default_place().unwrap().as_str(),
+            "/shared/ds-2026.v1"
+        );
+        assert_eq!(
+            ObjectSource::parse("ds/a b/ü").unwrap().prefix,
+            "a b/ü",
+            "a prefix is any text without control characters"
+        );
+        let long = format!("ds/{}", "x".repeat(1100));
+        for (bad, says) in [
+            ("", "the container"),
+            ("/x", "the container"),
+            ("..", "the container"),
+            ("ds*", "the container"),
+            ("ds{x}", "the container"),
+            ("d s/x", "the container"),
+            ("$(id)/x", "the container"),
+            ("ds/../etc", "`..`"),
+            ("ds/./x", "`.`"),
+            ("ds/a//b", "empty part"),
+            ("ds/a\nb", "control character"),
+            ("ds/a\0b", "control character"),
+            ("ds/\u{1b}[31m", "control character"),
+            (long.as_str(), "longer than 1024"),
+        ] {
+            let e = ObjectSource::parse(bad).expect_err(bad);
+            assert!(e.0.contains(says), "{bad:?}: {}", e.0);
+            assert!(
+                !e.0.contains('\n') && !e.0.contains('\0') && !e.0.contains('\u{1b}'),
+                "{}",
+                e.0
+            );
+            assert!(e.0.len() < 300, "{} bytes", e.0.len());
+        }
     }
 }

@@ -30,6 +30,8 @@ pub enum Service {
     Volume,
     /// Where Nova keeps what each server holds (allocations) and a project's usage.
     Placement,
+    /// Swift's API (or Ceph's RADOS Gateway speaking it): the project's containers of objects.
+    ObjectStore,
 }
 
 impl Service {
@@ -43,6 +45,7 @@ impl Service {
             Service::Share => "manila",
             Service::Volume => "cinder",
             Service::Placement => "placement",
+            Service::ObjectStore => "swift",
         }
     }
 
@@ -56,6 +59,7 @@ impl Service {
             Service::Share => &["shared-file-system", "sharev2", "share"],
             Service::Volume => &["block-storage", "volumev3", "volume", "block-store"],
             Service::Placement => &["placement"],
+            Service::ObjectStore => &["object-store"],
         }
     }
 

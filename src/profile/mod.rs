@@ -75,23 +75,30 @@ pub struct Profile {
     pub container: ContainerSpec,
     #[serde(default)]
     pub lifecycle: LifecycleSpec,
-    /// `[[data]]`: folders or files on this machine that `up` copies to /shared, and onto every
-    /// node's own disk where asked.
+    /// `[[data]]`: folders or files on this machine, or objects in the cloud's object store,
+    /// that `up` copies to /shared, and onto every node's own disk where asked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub data: Vec<DataSpec>,
 }
 
-/// One `[[data]]` entry: a folder or file here that `up` (and `scale`, `start`, which converge
-/// as it does) copies to /shared as `push` does, only what is new or changed; with
-/// `stage = true` also onto every node's own disk as `stage` does (`/staged/<name>` in the
-/// containers), kept there for the workers added later.
+/// One `[[data]]` entry: a folder or file here (`local`), or the objects below a prefix of a
+/// container in the cloud's object store (`object_store`, copied by the master itself, inside
+/// the cloud, with a credential that can only read those containers), that `up` (and
+/// `scale`, `start`, which converge as it does) copies to /shared, only what is new or
+/// changed; with `stage = true` also onto every node's own disk as `stage` does
+/// (`/staged/<name>` in the containers), kept there for the workers added later.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DataSpec {
     /// The folder or file on this machine; relative to the profile's folder.
-    pub local: PathBuf,
+    #[serde(default)]
+    pub local: Option<PathBuf>,
+    /// `CONTAINER` or `CONTAINER/PREFIX` in the cloud's object store (Swift API): the objects
+    /// below that prefix, as folders and files (OpenStack only).
+    #[serde(default)]
+    pub object_store: Option<String>,
     /// Where it lands: a path below /shared (`/shared/a/b`, or `a/b`); the default is
-    /// `/shared/<its name>`.
+    /// `/shared/<its name>` (an object store source: the prefix's last part, or the container).
     #[serde(default)]
     pub shared: Option<String>,
     /// Also onto every node's own disk (the flavor's ephemeral disk where it has one), read
@@ -100,17 +107,60 @@ pub struct DataSpec {
     pub stage: bool,
 }
 
+impl Profile {
+    /// The object store's containers the `[[data]]` entries read, sorted, each once.
+    pub fn object_containers(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .data
+            .iter()
+            .filter_map(|d| match d.source() {
+                Ok(DataSource::ObjectStore(o)) => Some(o.container),
+                _ => None,
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// Where a `[[data]]` entry comes from, once the profile was validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataSource<'a> {
+    Local(&'a std::path::Path),
+    ObjectStore(crate::input::paths::ObjectSource),
+}
+
 impl DataSpec {
-    /// Where the entry lands: `shared` by its grammar, else /shared/<the local path's name>.
+    /// Its source, by the grammar of each kind; exactly one must be given.
+    pub fn source(&self) -> Result<DataSource<'_>, crate::input::Refused> {
+        match (&self.local, &self.object_store) {
+            (Some(local), None) => Ok(DataSource::Local(local)),
+            (None, Some(raw)) => Ok(DataSource::ObjectStore(
+                crate::input::paths::ObjectSource::parse(raw)?,
+            )),
+            (Some(_), Some(_)) => Err(crate::input::Refused(
+                "give `local` or `object_store`, not both".into(),
+            )),
+            (None, None) => Err(crate::input::Refused(
+                "give `local` (a folder here) or `object_store` (a container in the cloud's object store)".into(),
+            )),
+        }
+    }
+
+    /// Where the entry lands: `shared` by its grammar, else /shared/<the source's name>.
     pub fn shared_path(&self) -> Result<crate::input::paths::SharedPath, crate::input::Refused> {
         use crate::input::paths::SharedPath;
-        match &self.shared {
-            Some(raw) => SharedPath::parse(raw),
-            None => match self.local.file_name() {
+        if let Some(raw) = &self.shared {
+            return SharedPath::parse(raw);
+        }
+        match self.source()? {
+            DataSource::ObjectStore(o) => o.default_place(),
+            DataSource::Local(local) => match local.file_name() {
                 Some(name) => SharedPath::for_name(name.as_encoded_bytes()),
                 None => Err(crate::input::Refused(format!(
                     "`{}` names no folder or file of its own; name it, or set `shared` to where it lands",
-                    crate::input::shown(&self.local.to_string_lossy())
+                    crate::input::shown(&local.to_string_lossy())
                 ))),
             },
         }
@@ -446,7 +496,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
     ]
     .into_iter()
     .flatten()
-    .chain(profile.data.iter_mut().map(|d| &mut d.local))
+    .chain(profile.data.iter_mut().filter_map(|d| d.local.as_mut()))
     {
         if file.is_relative() {
             *file = folder.join(&*file);

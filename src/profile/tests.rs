@@ -523,8 +523,8 @@ fn data_entries_land_below_shared_each_in_a_place_of_its_own() {
     .unwrap();
     assert_eq!(p.data.len(), 2);
     assert_eq!(
-        p.data[0].local,
-        Path::new("/home/u/proj/data/tiny-imagenet"),
+        p.data[0].local.as_deref(),
+        Some(Path::new("/home/u/proj/data/tiny-imagenet")),
         "relative to the profile's folder"
     );
     assert!(p.data[0].stage && !p.data[1].stage);
@@ -547,6 +547,17 @@ fn data_entries_land_below_shared_each_in_a_place_of_its_own() {
             "both be staged as /staged/ds",
         ),
         ("[[data]]\nlocal = \"x\"\nonto = \"nodes\"\n", "onto"),
+        ("[[data]]\nstage = true\n", "give `local` (a folder here) or `object_store`"),
+        (
+            "[[data]]\nlocal = \"x\"\nobject_store = \"ds\"\n",
+            "not both",
+        ),
+        ("[[data]]\nobject_store = \"ds/../x\"\n", "data[0].object_store"),
+        ("[[data]]\nobject_store = \"d*s\"\n", "only letters, digits"),
+        (
+            "[[data]]\nobject_store = \"ds/train\"\n\n[[data]]\nlocal = \"x/train\"\n",
+            "in or around data[0]'s /shared/train",
+        ),
     ] {
         let err = parse_str(&format!("{GOOD}\n{entries}")).unwrap_err().to_string();
         assert!(err.contains(says), "{entries:?}: {err}");

@@ -473,12 +473,27 @@ fn validate_data(p: &Profile) -> Result<(), Issue> {
     let mut places: Vec<(usize, String)> = Vec::new();
     for (i, d) in p.data.iter().enumerate() {
         let field = format!("data[{i}].shared");
+        let source_field = if d.object_store.is_some() {
+            format!("data[{i}].object_store")
+        } else {
+            format!("data[{i}].local")
+        };
+        let source = d.source().map_err(|e| refused(&source_field, e))?;
+        if matches!(source, crate::profile::DataSource::ObjectStore(_))
+            && p.provider != ProviderKind::OpenStack
+        {
+            return Err(issue(
+                &source_field,
+                "the object store is an OpenStack cloud's: a local cluster has none",
+                Some("use `local` for a folder on this machine"),
+            ));
+        }
         let place = d.shared_path().map_err(|e| {
-            // the path at fault: the one given, else the local one it is named after
+            // the path at fault: the one given, else the source it is named after
             let at = if d.shared.is_some() {
                 field.clone()
             } else {
-                format!("data[{i}].local")
+                source_field.clone()
             };
             refused(&at, e)
         })?;

@@ -183,12 +183,46 @@ pub trait Provider: Send + Sync {
         _cluster: &'a str,
         _target: &'a AutostopTarget,
         _unrestricted_ok: bool,
-    ) -> BoxFuture<'a, Result<AutostopCredential, ProviderError>> {
+    ) -> BoxFuture<'a, Result<MasterCredential, ProviderError>> {
         Box::pin(async {
             Err(ProviderError::Cloud(
                 "this provider's clusters cannot stop themselves".into(),
             ))
         })
+    }
+
+    /// Where the master reaches the object store and Keystone for `[[data]] object_store`
+    /// copies; an error where the provider has no object store.
+    fn data_target(&self) -> BoxFuture<'_, Result<DataTarget, ProviderError>> {
+        Box::pin(async {
+            Err(ProviderError::Cloud(
+                "this provider has no object store".into(),
+            ))
+        })
+    }
+
+    /// Makes the credential the master reads `containers` of the object store with
+    /// (replacing older ones), limited by access rules to listing and reading exactly those,
+    /// and tried on the cloud first: a cloud that does not enforce the rules is refused.
+    fn data_credential<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _containers: &'a [String],
+    ) -> BoxFuture<'a, Result<MasterCredential, ProviderError>> {
+        Box::pin(async {
+            Err(ProviderError::Cloud(
+                "this provider has no object store".into(),
+            ))
+        })
+    }
+
+    /// Deletes the credentials made by [`Provider::data_credential`] for the cluster (and
+    /// the access rules they leave); returns how many.
+    fn delete_data_credentials<'a>(
+        &'a self,
+        _cluster: &'a str,
+    ) -> BoxFuture<'a, Result<usize, ProviderError>> {
+        Box::pin(async { Ok(0) })
     }
 
     /// What the master's autostop agent last published ("idle since ...; stops after 60s
@@ -277,9 +311,19 @@ pub struct AutostopTarget {
     pub compute_url: String,
 }
 
-/// A credential made for the agent; the secret only ever goes to the master's root-only file.
+/// Where the master reaches the cloud for `[[data]] object_store` copies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataTarget {
+    /// Keystone's v3 API (the cloud's auth URL).
+    pub identity_url: String,
+    /// The object store's account URL (`.../v1/AUTH_<project>`), from the catalog.
+    pub object_store_url: String,
+}
+
+/// A credential made for the master (its autostop agent, its copies from the object store);
+/// the secret only ever goes to the master's root-only file.
 #[derive(Debug, Clone)]
-pub struct AutostopCredential {
+pub struct MasterCredential {
     pub id: String,
     pub name: String,
     pub secret: crate::openstack::Secret,

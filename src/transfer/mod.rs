@@ -14,6 +14,7 @@
 //! the master.
 
 pub mod diff;
+pub mod objects;
 mod pull;
 pub mod stage;
 pub mod stream;

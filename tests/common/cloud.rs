@@ -192,6 +192,18 @@ pub async fn leftovers(os: &OpenStack, cluster: &str) -> Vec<String> {
             .into_iter()
             .map(|(g, _)| format!("application credential hvd-cluster-{cluster}-autostop-{g}")),
     );
+    // the object store credentials of `[[data]] object_store`
+    left.extend(
+        hvd_cluster::provider::openstack::credential::existing_for(
+            os,
+            cluster,
+            hvd_cluster::provider::openstack::credential::Purpose::Data,
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(g, _)| format!("application credential hvd-cluster-{cluster}-data-{g}")),
+    );
     left.sort();
     left.dedup();
     left
@@ -281,4 +293,94 @@ impl MasterFiles {
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
     }
+}
+
+/// Uploads the files below `dir` into `container` of demo's object store, each under
+/// `prefix/<its path below dir>`, with the cloud's own client (python-swiftclient from the
+/// cloud's venv, tests/cloud/install).
+pub fn object_store_upload(container: &str, dir: &std::path::Path, prefix: &str) {
+    let venv = std::env::var("HVD_CLOUD_HOME").unwrap_or_else(|_| "/opt/hvd-cluster-cloud".into());
+    let out = std::process::Command::new(format!("{venv}/venv/bin/swift"))
+        .current_dir(dir)
+        .args([
+            "--auth-version",
+            "3",
+            "upload",
+            "--object-name",
+            prefix,
+            container,
+            ".",
+        ])
+        .env("OS_AUTH_URL", "http://127.0.0.1:5000/v3")
+        .env("OS_USERNAME", "demo")
+        .env("OS_PASSWORD", "secret")
+        .env("OS_PROJECT_NAME", "demo")
+        .env("OS_USER_DOMAIN_NAME", "Default")
+        .env("OS_PROJECT_DOMAIN_NAME", "Default")
+        .output()
+        .expect("the cloud's swift client (tests/cloud/install)");
+    assert!(
+        out.status.success(),
+        "swift upload: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Puts one object of any name (sent as it is: `..` and line breaks included, percent-encoded
+/// on the wire) into `container` of demo's object store, through the catalog's object store URL.
+pub fn object_store_put(container: &str, name: &str, body: &[u8]) {
+    let rt = runtime();
+    let os = rt.block_on(client("local-user"));
+    let url = rt
+        .block_on(os.endpoint(hvd_cluster::openstack::Service::ObjectStore))
+        .unwrap();
+    // demo's token, as any client of the cloud gets one (the library keeps its own to itself)
+    let auth = std::process::Command::new("curl")
+        .args(["-s", "-i", "-X", "POST", "http://127.0.0.1:5000/v3/auth/tokens"])
+        .args(["-H", "Content-Type: application/json", "-d"])
+        .arg(r#"{"auth":{"identity":{"methods":["password"],"password":{"user":{"name":"demo","domain":{"name":"Default"},"password":"secret"}}},"scope":{"project":{"name":"demo","domain":{"name":"Default"}}}}}"#)
+        .output()
+        .expect("curl");
+    let token = String::from_utf8_lossy(&auth.stdout)
+        .lines()
+        .find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("x-subject-token"))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .expect("a token from Keystone");
+    let encoded: String = name
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"/-_.".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    let out = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "--path-as-is",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "PUT",
+        ])
+        .args(["-H", &format!("X-Auth-Token: {token}")])
+        .args(["--data-binary", "@-"])
+        .arg(format!("{url}/{container}/{encoded}"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(body)?;
+            child.wait_with_output()
+        })
+        .expect("curl");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "201", "PUT {name:?}");
 }

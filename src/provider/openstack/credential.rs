@@ -16,23 +16,55 @@ use crate::openstack::{
     AppCredential, AppCredentialCreate, AuthMethod, CloudConfig, CredentialRule, OpenStack,
     OpenStackError, Request, Secret, Service, StoredRule,
 };
-use crate::provider::{AutostopCredential, AutostopTarget, ProviderError};
+use crate::provider::{AutostopTarget, MasterCredential, ProviderError};
 
 /// The role a stop needs (Nova's default shelve policy: project member).
 const ROLE: &str = "member";
 
-/// `hvd-cluster-<cluster>-autostop-<n>`.
-pub fn credential_name(cluster: &str, generation: u32) -> String {
-    format!("hvd-cluster-{cluster}-autostop-{generation}")
+/// What a credential of a cluster is for: its word in the name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// The master's autostop agent: read and shelve the cluster's servers.
+    Autostop,
+    /// The master's copies from the object store (`[[data]] object_store`): read the named
+    /// containers.
+    Data,
 }
 
-/// The generation of one of this cluster's credentials; `None` for any other name (another
-/// cluster's, one whose name merely starts like ours, a user's own).
+impl Purpose {
+    fn word(self) -> &'static str {
+        match self {
+            Purpose::Autostop => "autostop",
+            Purpose::Data => "data",
+        }
+    }
+}
+
+/// `hvd-cluster-<cluster>-autostop-<n>`.
+pub fn credential_name(cluster: &str, generation: u32) -> String {
+    name_for(cluster, Purpose::Autostop, generation)
+}
+
+/// `hvd-cluster-<cluster>-<purpose>-<n>`.
+pub fn name_for(cluster: &str, purpose: Purpose, generation: u32) -> String {
+    format!("hvd-cluster-{cluster}-{}-{generation}", purpose.word())
+}
+
+/// The generation of one of this cluster's autostop credentials; `None` for any other name
+/// (another cluster's, one whose name merely starts like ours, a user's own).
 pub fn generation_of(cluster: &str, name: &str) -> Option<u32> {
+    generation_for(cluster, Purpose::Autostop, name)
+}
+
+/// The generation of one of this cluster's credentials for `purpose`, by the exact grammar of
+/// [`name_for`].
+pub fn generation_for(cluster: &str, purpose: Purpose, name: &str) -> Option<u32> {
     let digits = name
         .strip_prefix("hvd-cluster-")?
         .strip_prefix(cluster)?
-        .strip_prefix("-autostop-")?;
+        .strip_prefix('-')?
+        .strip_prefix(purpose.word())?
+        .strip_prefix('-')?;
     let plain = !digits.is_empty()
         && digits.len() <= 9
         && digits.bytes().all(|b| b.is_ascii_digit())
@@ -51,9 +83,13 @@ fn plain_id(id: &str) -> bool {
 /// where a prefix comes before the version, the path from the version on (a proxy that strips
 /// its prefix).
 fn compute_prefixes(compute_url: &str) -> Vec<String> {
-    let after_scheme = compute_url
-        .split_once("://")
-        .map_or(compute_url, |(_, rest)| rest);
+    path_prefixes(compute_url)
+}
+
+/// The path prefixes under which a service's middleware may see a request to `url` (see
+/// [`compute_prefixes`]).
+fn path_prefixes(url: &str) -> Vec<String> {
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
     let path = after_scheme
         .find('/')
         .map_or("", |i| &after_scheme[i..])
@@ -111,6 +147,39 @@ pub fn stop_rules(compute_url: &str, server_ids: &[String]) -> Result<Vec<Creden
     Ok(rules)
 }
 
+/// The rules that let a credential read these containers of the object store at
+/// `object_store_url` (from the catalog: `http://host:8080/v1/AUTH_<project>`) and nothing
+/// else: list each one (`GET .../<container>`) and read its objects (`GET .../<container>/**`).
+/// No write, no delete, no other container, not the account's list of containers.
+pub fn read_rules(
+    object_store_url: &str,
+    containers: &[String],
+) -> Result<Vec<CredentialRule>, String> {
+    if let Some(bad) = containers.iter().find(|c| {
+        crate::input::paths::ObjectSource::parse(c).map_or(true, |o| !o.prefix.is_empty())
+    }) {
+        return Err(format!(
+            "container {} cannot be named in an access rule",
+            crate::input::shown(bad)
+        ));
+    }
+    let mut rules = Vec::new();
+    for prefix in path_prefixes(object_store_url) {
+        for c in containers {
+            for tail in ["", "/**"] {
+                rules.push(CredentialRule {
+                    service: "object-store".into(),
+                    method: "GET".into(),
+                    path: format!("{prefix}/{c}{tail}"),
+                });
+            }
+        }
+    }
+    rules.sort();
+    rules.dedup();
+    Ok(rules)
+}
+
 /// A credential made for a cluster, with its one-time secret.
 #[derive(Debug, Clone)]
 pub struct StopCredential {
@@ -135,10 +204,19 @@ impl StopCredential {
     }
 }
 
-/// This cluster's credentials as Keystone lists them, by generation.
+/// This cluster's autostop credentials as Keystone lists them, by generation.
 pub async fn existing(
     os: &OpenStack,
     cluster: &str,
+) -> Result<Vec<(u32, AppCredential)>, OpenStackError> {
+    existing_for(os, cluster, Purpose::Autostop).await
+}
+
+/// This cluster's credentials for `purpose` as Keystone lists them, by generation.
+pub async fn existing_for(
+    os: &OpenStack,
+    cluster: &str,
+    purpose: Purpose,
 ) -> Result<Vec<(u32, AppCredential)>, OpenStackError> {
     let user = os.user_id().await?;
     let mut found: Vec<(u32, AppCredential)> = os
@@ -146,7 +224,7 @@ pub async fn existing(
         .app_credentials(&user, None)
         .await?
         .into_iter()
-        .filter_map(|c| generation_of(cluster, &c.name).map(|g| (g, c)))
+        .filter_map(|c| generation_for(cluster, purpose, &c.name).map(|g| (g, c)))
         .collect();
     found.sort_by_key(|(g, _)| *g);
     Ok(found)
@@ -162,7 +240,19 @@ pub async fn make_stop_credential(
 ) -> Result<StopCredential, OpenStackError> {
     let compute_url = os.endpoint(Service::Compute).await?;
     let rules = stop_rules(&compute_url, server_ids).map_err(OpenStackError::Invalid)?;
-    make(os, cluster, rules).await
+    make(os, cluster, Purpose::Autostop, rules).await
+}
+
+/// Makes the next data credential of `cluster`, reading exactly `containers` of the object
+/// store, and deletes the older ones.
+pub async fn make_data_credential(
+    os: &OpenStack,
+    cluster: &str,
+    containers: &[String],
+) -> Result<StopCredential, OpenStackError> {
+    let url = os.endpoint(Service::ObjectStore).await?;
+    let rules = read_rules(&url, containers).map_err(OpenStackError::Invalid)?;
+    make(os, cluster, Purpose::Data, rules).await
 }
 
 /// As [`make_stop_credential`], without access rules: for a cloud that does not enforce
@@ -172,22 +262,29 @@ pub async fn make_unrestricted_credential(
     os: &OpenStack,
     cluster: &str,
 ) -> Result<StopCredential, OpenStackError> {
-    make(os, cluster, Vec::new()).await
+    make(os, cluster, Purpose::Autostop, Vec::new()).await
 }
 
 async fn make(
     os: &OpenStack,
     cluster: &str,
+    purpose: Purpose,
     rules: Vec<CredentialRule>,
 ) -> Result<StopCredential, OpenStackError> {
     let user = os.user_id().await?;
-    let older = existing(os, cluster).await?;
+    let older = existing_for(os, cluster, purpose).await?;
     let generation = older.last().map_or(1, |(g, _)| g.saturating_add(1));
-    let create = AppCredentialCreate {
-        name: credential_name(cluster, generation),
-        description: format!(
+    let description = match purpose {
+        Purpose::Autostop => format!(
             "hvd-cluster: lets cluster {cluster}'s master stop its own servers (autostop); deleted by `hvd-cluster down`"
         ),
+        Purpose::Data => format!(
+            "hvd-cluster: lets cluster {cluster}'s master read its [[data]] containers of the object store; deleted by `hvd-cluster down`"
+        ),
+    };
+    let create = AppCredentialCreate {
+        name: name_for(cluster, purpose, generation),
+        description,
         roles: vec![ROLE.into()],
         access_rules: rules.clone(),
     };
@@ -208,8 +305,17 @@ pub async fn delete_stop_credentials(
     os: &OpenStack,
     cluster: &str,
 ) -> Result<usize, OpenStackError> {
+    delete_credentials_for(os, cluster, Purpose::Autostop).await
+}
+
+/// Deletes every credential of `cluster` for `purpose` and the access rules they leave.
+pub async fn delete_credentials_for(
+    os: &OpenStack,
+    cluster: &str,
+    purpose: Purpose,
+) -> Result<usize, OpenStackError> {
     let user = os.user_id().await?;
-    let found = existing(os, cluster).await?;
+    let found = existing_for(os, cluster, purpose).await?;
     retire(os, &user, &found).await?;
     Ok(found.len())
 }
@@ -298,7 +404,66 @@ pub async fn probe(
     }
 }
 
+/// Tries a data credential on the cloud: listing `container` must work (else the object store
+/// refuses every rule-limited token: no `service_type` in its middleware, or it is not Swift's
+/// keystonemiddleware) and the account's list of containers must be refused (else the rules
+/// are ignored).
+pub async fn probe_data(
+    user: &CloudConfig,
+    credential: &StopCredential,
+    container: &str,
+) -> Result<Enforcement, OpenStackError> {
+    let os = OpenStack::connect(&credential.cloud(user)).await?;
+    let list = Request::get(Service::ObjectStore, container)
+        .query("format", "json")
+        .query("limit", "1");
+    if let Err(e) = os.request(&list).await {
+        return match e.status() {
+            Some(401 | 403) => Ok(Enforcement::NotEnforced(format!(
+                "the object store refused the credential for its own container ({e})"
+            ))),
+            _ => Err(e),
+        };
+    }
+    let account = Request::get(Service::ObjectStore, "").query("format", "json");
+    match os.request(&account).await {
+        Ok(_) => Ok(Enforcement::NotEnforced(
+            "the object store let the credential list the account's containers, which no rule allows".into(),
+        )),
+        Err(e) if matches!(e.status(), Some(401 | 403)) => Ok(Enforcement::Enforced),
+        Err(e) => Err(e),
+    }
+}
+
 impl OpenStackProvider {
+    /// A credential reading exactly `containers`, tried on the cloud before it is handed out.
+    pub(super) async fn data_credential(
+        &self,
+        cluster: &str,
+        containers: &[String],
+    ) -> Result<MasterCredential, ProviderError> {
+        let made = make_data_credential(&self.os, cluster, containers).await?;
+        let first = containers.first().map_or("", String::as_str);
+        match probe_data(self.os.config(), &made, first).await {
+            Ok(Enforcement::Enforced) => Ok(MasterCredential {
+                id: made.id,
+                name: made.name,
+                secret: made.secret,
+                restricted: true,
+            }),
+            Ok(Enforcement::NotEnforced(why)) => {
+                delete_credentials_for(&self.os, cluster, Purpose::Data).await?;
+                Err(ProviderError::Cloud(format!(
+                    "this cloud's object store does not enforce application credential access rules ({why}), so the master's credential could not be limited to reading the [[data]] containers; copy the data with `push` instead"
+                )))
+            }
+            Err(e) => {
+                delete_credentials_for(&self.os, cluster, Purpose::Data).await?;
+                Err(e.into())
+            }
+        }
+    }
+
     /// The cluster's servers (master first) and the APIs as the catalog and auth URL say.
     pub(super) async fn autostop_target(
         &self,
@@ -334,7 +499,7 @@ impl OpenStackProvider {
         cluster: &str,
         target: &AutostopTarget,
         unrestricted_ok: bool,
-    ) -> Result<AutostopCredential, ProviderError> {
+    ) -> Result<MasterCredential, ProviderError> {
         let ids: Vec<String> = target.servers.iter().map(|(_, id)| id.clone()).collect();
         let made = make_stop_credential(&self.os, cluster, &ids).await?;
         let master = &ids[0];
@@ -348,7 +513,7 @@ impl OpenStackProvider {
                     )));
                 }
                 let open = make_unrestricted_credential(&self.os, cluster).await?;
-                return Ok(AutostopCredential {
+                return Ok(MasterCredential {
                     id: open.id,
                     name: open.name,
                     secret: open.secret,
@@ -356,7 +521,7 @@ impl OpenStackProvider {
                 });
             }
         };
-        Ok(AutostopCredential {
+        Ok(MasterCredential {
             id: restricted.id,
             name: restricted.name,
             secret: restricted.secret,

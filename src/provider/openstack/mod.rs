@@ -235,7 +235,7 @@ impl Provider for OpenStackProvider {
         cluster: &'a str,
         target: &'a crate::provider::AutostopTarget,
         unrestricted_ok: bool,
-    ) -> BoxFuture<'a, Result<crate::provider::AutostopCredential, ProviderError>> {
+    ) -> BoxFuture<'a, Result<crate::provider::MasterCredential, ProviderError>> {
         Box::pin(OpenStackProvider::autostop_credential(
             self,
             cluster,
@@ -268,6 +268,37 @@ impl Provider for OpenStackProvider {
         cluster: &'a str,
     ) -> BoxFuture<'a, Result<usize, ProviderError>> {
         Box::pin(async move { Ok(credential::delete_stop_credentials(&self.os, cluster).await?) })
+    }
+
+    fn data_target(&self) -> BoxFuture<'_, Result<crate::provider::DataTarget, ProviderError>> {
+        Box::pin(async move {
+            Ok(crate::provider::DataTarget {
+                identity_url: self.os.config().auth_url.clone(),
+                object_store_url: self.os.endpoint(openstack::Service::ObjectStore).await?,
+            })
+        })
+    }
+
+    fn data_credential<'a>(
+        &'a self,
+        cluster: &'a str,
+        containers: &'a [String],
+    ) -> BoxFuture<'a, Result<crate::provider::MasterCredential, ProviderError>> {
+        Box::pin(OpenStackProvider::data_credential(
+            self, cluster, containers,
+        ))
+    }
+
+    fn delete_data_credentials<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<usize, ProviderError>> {
+        Box::pin(async move {
+            Ok(
+                credential::delete_credentials_for(&self.os, cluster, credential::Purpose::Data)
+                    .await?,
+            )
+        })
     }
 
     fn flavor_gpus(&self, flavor: &str) -> u32 {

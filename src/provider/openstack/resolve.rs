@@ -93,6 +93,44 @@ impl OpenStackProvider {
             let found = self.find_existing_volume(&p.name, wanted).await?;
             self.resolved.existing_volume = Some(found.id);
         }
+        self.check_object_containers(p).await?;
+        Ok(())
+    }
+
+    /// The object store's containers `[[data]]` reads: the catalog has an object store, and
+    /// each container is there for this user (checked before anything is made).
+    async fn check_object_containers(&self, p: &Profile) -> Result<(), ProviderError> {
+        let containers = p.object_containers();
+        if containers.is_empty() {
+            return Ok(());
+        }
+        self.os
+            .endpoint(crate::openstack::Service::ObjectStore)
+            .await
+            .map_err(|e| {
+                ProviderError::Cloud(format!(
+                    "[[data]] object_store: this cloud's catalog has no object store ({e})"
+                ))
+            })?;
+        for c in &containers {
+            let head =
+                crate::openstack::Request::get(crate::openstack::Service::ObjectStore, c.as_str())
+                    .query("format", "json")
+                    .query("limit", "1");
+            match self.os.request(&head).await {
+                Ok(_) => {}
+                Err(e) if e.status() == Some(404) => {
+                    return Err(ProviderError::Resolve {
+                        what: format!(
+                            "[[data]] object_store: container `{}`",
+                            crate::input::shown(c)
+                        ),
+                        detail: "not found in this project's object store".into(),
+                    })
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         Ok(())
     }
 
