@@ -29,7 +29,7 @@ use common::cloud::{
 use common::registry::{Registry, OUR_IMAGE};
 use common::{ElasticJob, TestCluster};
 use hvd_cluster::openstack::{CloudConfig, OpenStack, Request, Secret, Service};
-use hvd_cluster::provider::openstack::credential::StopCredential;
+use hvd_cluster::provider::openstack::credential::MadeCredential;
 
 /// Both tests run several node containers with their own Docker engines: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -452,7 +452,7 @@ fn the_dataset_came_from_the_object_store(c: &TestCluster, dataset: &Dataset, sa
     let file: serde_json::Value =
         serde_json::from_str(&c.on_node("master", &["sudo", "cat", &path])).unwrap();
     let user = CloudConfig::load(Some("local-user")).unwrap();
-    let credential = StopCredential {
+    let credential = MadeCredential {
         id: file["credential_id"].as_str().unwrap().into(),
         name: "the master's data credential".into(),
         generation: 1,

@@ -211,13 +211,7 @@ fn remote_io(ssh: &Ssh, verb: &str, e: &dyn std::fmt::Display) -> TransferError 
 
 /// The master's error: its `refused:` line is bad input (exit 2), anything else a failure.
 fn remote_failed(ssh: &Ssh, verb: &str, code: Option<i32>, stderr: &[u8]) -> TransferError {
-    let text = String::from_utf8_lossy(stderr);
-    let last = text
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("");
-    let last = crate::input::shown_message(last.trim(), 300);
+    let last = last_word(&String::from_utf8_lossy(stderr));
     match (code, last.strip_prefix("refused: ")) {
         (Some(2), Some(why)) => TransferError::Refused(format!("{}: {why}", ssh.node)),
         _ => TransferError::Remote(format!(
@@ -226,6 +220,17 @@ fn remote_failed(ssh: &Ssh, verb: &str, code: Option<i32>, stderr: &[u8]) -> Tra
             code.map_or("signal".into(), |c| c.to_string())
         )),
     }
+}
+
+/// A node program's last non-empty line of stderr (its `refused: ...` or `failed: ...`),
+/// escaped and shortened for a message.
+fn last_word(stderr: &str) -> String {
+    let last = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    crate::input::shown_message(last.trim(), 300)
 }
 
 async fn manifest(ssh: &Ssh, root: &str, hashes: bool) -> Result<RemoteTree, TransferError> {

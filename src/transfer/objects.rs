@@ -162,13 +162,7 @@ fn counts(line: &str) -> Option<(u64, u64, u64)> {
 fn fetch_failed(node: &str, e: SshError) -> TransferError {
     match e {
         SshError::Command { code, stderr, .. } => {
-            let last = stderr
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .trim();
-            let last = crate::input::shown_message(last, 300);
+            let last = super::last_word(&stderr);
             match (code.as_str(), last.strip_prefix("refused: ")) {
                 ("2", Some(why)) => TransferError::Refused(format!("{node}: object store: {why}")),
                 _ => TransferError::Remote(format!(

@@ -180,9 +180,9 @@ pub fn read_rules(
     Ok(rules)
 }
 
-/// A credential made for a cluster, with its one-time secret.
+/// A credential made for a cluster (autostop or data), with its one-time secret.
 #[derive(Debug, Clone)]
-pub struct StopCredential {
+pub struct MadeCredential {
     pub id: String,
     pub name: String,
     pub generation: u32,
@@ -190,7 +190,7 @@ pub struct StopCredential {
     pub rules: Vec<CredentialRule>,
 }
 
-impl StopCredential {
+impl MadeCredential {
     /// How a client authenticates as this credential, on the same cloud as `user`.
     pub fn cloud(&self, user: &CloudConfig) -> CloudConfig {
         CloudConfig {
@@ -237,7 +237,7 @@ pub async fn make_stop_credential(
     os: &OpenStack,
     cluster: &str,
     server_ids: &[String],
-) -> Result<StopCredential, OpenStackError> {
+) -> Result<MadeCredential, OpenStackError> {
     let compute_url = os.endpoint(Service::Compute).await?;
     let rules = stop_rules(&compute_url, server_ids).map_err(OpenStackError::Invalid)?;
     make(os, cluster, Purpose::Autostop, rules).await
@@ -249,7 +249,7 @@ pub async fn make_data_credential(
     os: &OpenStack,
     cluster: &str,
     containers: &[String],
-) -> Result<StopCredential, OpenStackError> {
+) -> Result<MadeCredential, OpenStackError> {
     let url = os.endpoint(Service::ObjectStore).await?;
     let rules = read_rules(&url, containers).map_err(OpenStackError::Invalid)?;
     make(os, cluster, Purpose::Data, rules).await
@@ -261,7 +261,7 @@ pub async fn make_data_credential(
 pub async fn make_unrestricted_credential(
     os: &OpenStack,
     cluster: &str,
-) -> Result<StopCredential, OpenStackError> {
+) -> Result<MadeCredential, OpenStackError> {
     make(os, cluster, Purpose::Autostop, Vec::new()).await
 }
 
@@ -270,7 +270,7 @@ async fn make(
     cluster: &str,
     purpose: Purpose,
     rules: Vec<CredentialRule>,
-) -> Result<StopCredential, OpenStackError> {
+) -> Result<MadeCredential, OpenStackError> {
     let user = os.user_id().await?;
     let older = existing_for(os, cluster, purpose).await?;
     let generation = older.last().map_or(1, |(g, _)| g.saturating_add(1));
@@ -290,7 +290,7 @@ async fn make(
     };
     let made = os.identity().create_app_credential(&user, &create).await?;
     retire(os, &user, &older).await?;
-    Ok(StopCredential {
+    Ok(MadeCredential {
         id: made.credential.id,
         name: made.credential.name,
         generation,
@@ -377,31 +377,19 @@ pub enum Enforcement {
 /// flavors must be refused (else the rules are ignored).
 pub async fn probe(
     user: &CloudConfig,
-    credential: &StopCredential,
+    credential: &MadeCredential,
     own_server: &str,
 ) -> Result<Enforcement, OpenStackError> {
-    let os = OpenStack::connect(&credential.cloud(user)).await?;
-    let own = os
-        .request(&Request::get(
-            Service::Compute,
-            format!("servers/{own_server}"),
-        ))
-        .await;
-    if let Err(e) = own {
-        return match e.status() {
-            Some(401 | 403) => Ok(Enforcement::NotEnforced(format!(
-                "the compute API refused the credential for its own server ({e})"
-            ))),
-            _ => Err(e),
-        };
-    }
-    match os.request(&Request::get(Service::Compute, "flavors")).await {
-        Ok(_) => Ok(Enforcement::NotEnforced(
-            "the compute API let the credential list flavors, which no rule allows".into(),
-        )),
-        Err(e) if e.status() == Some(401) => Ok(Enforcement::Enforced),
-        Err(e) => Err(e),
-    }
+    try_rules(
+        user,
+        credential,
+        &Request::get(Service::Compute, format!("servers/{own_server}")),
+        "the compute API refused the credential for its own server",
+        &Request::get(Service::Compute, "flavors"),
+        "the compute API let the credential list flavors, which no rule allows",
+        &[401],
+    )
+    .await
 }
 
 /// Tries a data credential on the cloud: listing `container` must work (else the object store
@@ -410,27 +398,45 @@ pub async fn probe(
 /// are ignored).
 pub async fn probe_data(
     user: &CloudConfig,
-    credential: &StopCredential,
+    credential: &MadeCredential,
     container: &str,
 ) -> Result<Enforcement, OpenStackError> {
+    try_rules(
+        user,
+        credential,
+        &Request::get(Service::ObjectStore, container)
+            .query("format", "json")
+            .query("limit", "1"),
+        "the object store refused the credential for its own container",
+        &Request::get(Service::ObjectStore, "").query("format", "json"),
+        "the object store let the credential list the account's containers, which no rule allows",
+        &[401, 403],
+    )
+    .await
+}
+
+/// Authenticates as `credential`: `allowed` must answer (a 401 or 403 there means the service
+/// refuses every rule-limited token: `refused_own`), and `forbidden` must be refused with one
+/// of `refusals` (an answer means the rules are ignored: `answered_other`).
+async fn try_rules(
+    user: &CloudConfig,
+    credential: &MadeCredential,
+    allowed: &Request,
+    refused_own: &str,
+    forbidden: &Request,
+    answered_other: &str,
+    refusals: &[u16],
+) -> Result<Enforcement, OpenStackError> {
     let os = OpenStack::connect(&credential.cloud(user)).await?;
-    let list = Request::get(Service::ObjectStore, container)
-        .query("format", "json")
-        .query("limit", "1");
-    if let Err(e) = os.request(&list).await {
+    if let Err(e) = os.request(allowed).await {
         return match e.status() {
-            Some(401 | 403) => Ok(Enforcement::NotEnforced(format!(
-                "the object store refused the credential for its own container ({e})"
-            ))),
+            Some(401 | 403) => Ok(Enforcement::NotEnforced(format!("{refused_own} ({e})"))),
             _ => Err(e),
         };
     }
-    let account = Request::get(Service::ObjectStore, "").query("format", "json");
-    match os.request(&account).await {
-        Ok(_) => Ok(Enforcement::NotEnforced(
-            "the object store let the credential list the account's containers, which no rule allows".into(),
-        )),
-        Err(e) if matches!(e.status(), Some(401 | 403)) => Ok(Enforcement::Enforced),
+    match os.request(forbidden).await {
+        Ok(_) => Ok(Enforcement::NotEnforced(answered_other.into())),
+        Err(e) if e.status().is_some_and(|s| refusals.contains(&s)) => Ok(Enforcement::Enforced),
         Err(e) => Err(e),
     }
 }
