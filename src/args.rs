@@ -332,7 +332,9 @@ same command again sends only what is missing. The cluster remembers it: `scale`
     #[command(
         after_help = "Without a terminal to ask on (a script, CI), `down` deletes nothing unless \
         --yes is given (exit 2). A cluster with nothing left to delete is not asked about. A volume \
-        marked `storage.keep` is left in place and named; the next `up` attaches it again."
+        or share marked `storage.keep` (or taken by `storage.volume`, `storage.share`) is left in \
+        place and named; a share loses the access rule the cluster added; the next `up` attaches \
+        or opens it again."
     )]
     Down {
         #[command(flatten)]

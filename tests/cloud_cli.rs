@@ -231,10 +231,15 @@ fn down_without_local_state_finds_everything_by_tag_and_keeps_the_kept_volume() 
     };
     std::fs::write(&c.profile, existing(&text)).unwrap();
     let plan = c.run(&["plan", c.profile()]);
+    let said = String::from_utf8_lossy(&plan.stdout);
     assert!(
-        String::from_utf8_lossy(&plan.stdout)
-            .contains(&format!("/shared: the existing volume `{first}`")),
+        said.contains(&format!("/shared: the existing volume `{first}`")),
         "plan says where /shared lives"
+    );
+    // The test cloud's Cinder and Nova both have the zone `nova`: the master goes there.
+    assert!(
+        said.contains("master: in availability zone `nova`, the zone of /shared's volume"),
+        "{said}"
     );
     assert!(c.run(&["up", c.profile(), "--infra-only"]).status.success());
     assert_eq!(volume_id(&c), first, "the existing volume");
@@ -267,6 +272,211 @@ fn down_without_local_state_finds_everything_by_tag_and_keeps_the_kept_volume() 
         std::thread::sleep(Duration::from_secs(2));
     }
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
+}
+
+/// `storage.keep` on a Manila share: `down` leaves the share and takes back the cluster's
+/// access rule (its network goes); the next `up` finds the same share and opens it again.
+/// Another cluster naming it (`storage.share`) is refused before anything is made. A share
+/// the project already has, unmarked, is taken by name (`storage.share`), opened, and left
+/// by `down` with its own rules as they were. Only then does the test delete both.
+#[test]
+fn a_kept_share_outlives_down_and_an_existing_one_is_taken_and_left() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_cloud();
+    let rt = runtime();
+    let os = rt.block_on(client(API_CLOUD));
+    let subnet = "10.42.0.0/24"; // profiles/local-cloud.toml's network.cidr
+    let rules_for = |id: &str| -> Vec<hvd_cluster::openstack::AccessRule> {
+        rt.block_on(os.share().list_access_rules(id))
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.access_to == subnet && r.state.as_deref() != Some("denying"))
+            .collect()
+    };
+    let share_of = |c: &Cluster| -> String {
+        let status = c.status_json();
+        let resources = status["resources"].as_array().unwrap();
+        let share = resources
+            .iter()
+            .find(|r| r["kind"] == "share" && r["name"] == format!("{}-share", c.name))
+            .unwrap_or_else(|| panic!("no share: {status:#}"));
+        assert_eq!(share["health"]["state"], "ready", "{status:#}");
+        share["id"].as_str().unwrap().to_string()
+    };
+    let open_to_subnet = |id: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let rules = rules_for(id);
+            if rules
+                .iter()
+                .any(|r| r.access_level == "rw" && r.state.as_deref() == Some("active"))
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "share {id} never opened to {subnet}: {rules:?}"
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    };
+    let no_workers = |p: String| p.replace("count = 3", "count = 0");
+    let c = Cluster::new("t-keepshare", |p| {
+        no_workers(p).replace("size_gb = 10", "size_gb = 1\nkeep = true")
+    });
+    let plan = c.run(&["plan", c.profile()]);
+    assert!(
+        String::from_utf8_lossy(&plan.stdout).contains("kept by `down` (storage.keep)"),
+        "plan says the share outlives down"
+    );
+    assert!(c.run(&["up", c.profile(), "--infra-only"]).status.success());
+    let first = share_of(&c);
+    open_to_subnet(&first);
+    let down = c.run(&["down", "--yes", c.profile()]);
+    let (out, err) = (
+        String::from_utf8_lossy(&down.stdout),
+        String::from_utf8_lossy(&down.stderr),
+    );
+    assert!(down.status.success(), "{err}");
+    assert!(out.contains("kept (storage.keep): share"), "{out}");
+    assert!(
+        err.contains("access rule (10.42.0.0/24) taken back"),
+        "{err}"
+    );
+    assert_eq!(
+        rt.block_on(leftovers(&os, &c.name)),
+        vec![format!("share {}-share", c.name)]
+    );
+    assert!(
+        rules_for(&first).is_empty(),
+        "down takes the cluster's rule back"
+    );
+
+    // The next `up` of the same profile: the same share, open again.
+    let up = c.run(&["up", c.profile(), "--infra-only"]);
+    assert!(up.status.success());
+    assert!(
+        String::from_utf8_lossy(&up.stderr).contains("open to 10.42.0.0/24 (read-write)"),
+        "up says it opened the kept share"
+    );
+    assert_eq!(share_of(&c), first, "the kept share, not a new one");
+    open_to_subnet(&first);
+    assert!(c.run(&["down", "--yes", c.profile()]).status.success());
+    assert!(rules_for(&first).is_empty());
+
+    // Another cluster may not take this cluster's /shared: refused, nothing made.
+    let taking = |share: String| {
+        move |p: String| no_workers(p).replace("size_gb = 10", &format!("share = \"{share}\""))
+    };
+    let thief = Cluster::new("t-sharethief", taking(first.clone()));
+    let refused = thief.run(&["up", thief.profile(), "--infra-only"]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "storage.share `{first}`: it is cluster `{}`'s",
+            c.name
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        rt.block_on(leftovers(&os, &thief.name)),
+        Vec::<String>::new()
+    );
+
+    // A share of the project's own, with a rule of its own: taken by name, left as it was.
+    let mine = format!("t-datasets-{}", std::process::id() % 100000);
+    let made = rt
+        .block_on(
+            os.share()
+                .create_share(&hvd_cluster::openstack::ShareCreate {
+                    name: mine.clone(),
+                    size: 1,
+                    ..Default::default()
+                }),
+        )
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !rt
+        .block_on(os.share().get_share(&made.id))
+        .unwrap()
+        .is_some_and(|s| s.is_available())
+    {
+        assert!(Instant::now() < deadline, "share {mine} not available");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    rt.block_on(os.share().allow_ip_access(&made.id, "192.0.2.10", false))
+        .unwrap();
+    let user = Cluster::new("t-takeshare", taking(mine.clone()));
+    // More [[data]] than the share holds (a sparse 2 GiB file): refused before anything is made.
+    let text = std::fs::read_to_string(&user.profile).unwrap();
+    let big = user._dir.path().join("big.bin");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    std::fs::write(
+        &user.profile,
+        format!("{text}\n[[data]]\nlocal = \"{}\"\n", big.display()),
+    )
+    .unwrap();
+    let too_big = user.run(&["up", user.profile(), "--infra-only"]);
+    let err = String::from_utf8_lossy(&too_big.stderr);
+    assert_eq!(too_big.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "2.00 GiB of local entries go to /shared, more than the 1 GiB of share `{mine}`"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        rt.block_on(leftovers(&os, &user.name)),
+        Vec::<String>::new()
+    );
+    std::fs::write(&user.profile, text).unwrap();
+    assert!(user
+        .run(&["up", user.profile(), "--infra-only"])
+        .status
+        .success());
+    assert_eq!(share_of(&user), made.id, "the project's share is /shared");
+    open_to_subnet(&made.id);
+    assert!(user
+        .run(&["down", "--yes", user.profile()])
+        .status
+        .success());
+    let after = rt
+        .block_on(os.share().get_share(&made.id))
+        .unwrap()
+        .expect("left by down");
+    assert_eq!(
+        after.name.as_deref(),
+        Some(mine.as_str()),
+        "its own name stays"
+    );
+    assert!(rules_for(&made.id).is_empty());
+    let own: Vec<_> = rt
+        .block_on(os.share().list_access_rules(&made.id))
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.access_to == "192.0.2.10")
+        .collect();
+    assert_eq!(own.len(), 1, "its own rule stays: {own:?}");
+
+    for id in [&first, &made.id] {
+        rt.block_on(os.share().delete_share(id)).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !(rt.block_on(leftovers(&os, &c.name)).is_empty()
+        && rt.block_on(leftovers(&os, &user.name)).is_empty())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
+    assert_eq!(
+        rt.block_on(leftovers(&os, &user.name)),
+        Vec::<String>::new()
+    );
 }
 
 /// Starts `up --infra-only`, waits until `marker` shows in its progress, then sends `signal`.

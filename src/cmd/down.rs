@@ -56,6 +56,10 @@ pub async fn down(ctx: &Context, target: Target, yes: bool) -> Result<u8, Error>
             .line(format!("cluster `{name}`: deleting {count} resources"));
         applier.apply(&plan).await?;
     }
+    // A kept or taken share stays, open to no network of the cluster's.
+    if let Some(line) = provider.release_share(&name).await? {
+        ctx.progress.line(line);
+    }
     // A cloud whose policy hides the user's credentials must not keep `down` from finishing:
     // the user is told what to delete by hand instead.
     match provider.delete_credentials(&name).await {
@@ -125,11 +129,11 @@ pub async fn down(ctx: &Context, target: Target, yes: bool) -> Result<u8, Error>
 /// cluster's key (`down --cluster` elsewhere) or a master that does not answer is said so.
 async fn on_the_master(dir: &ClusterDir, name: &str, observed: &Observation) -> Vec<String> {
     let master = Names(name).master();
-    let kept_volume = observed
+    let kept_on = observed
         .resources
         .iter()
-        .find(|o| o.kind == Kind::Volume && o.kept)
-        .map(|o| input::shown(&o.name));
+        .find(|o| matches!(o.kind, Kind::Volume | Kind::Share) && o.kept)
+        .map(|o| format!("{} {}", o.kind.label(), input::shown(&o.name)));
     let server = observed
         .resources
         .iter()
@@ -164,7 +168,7 @@ async fn on_the_master(dir: &ClusterDir, name: &str, observed: &Observation) -> 
             .sudo("du -sxb /shared 2>/dev/null | cut -f1; find /shared -xdev -type f 2>/dev/null | wc -l")
             .await
         {
-            Ok(out) => vec![shared_line(&out, kept_volume.as_deref())],
+            Ok(out) => vec![shared_line(&out, kept_on.as_deref())],
             Err(e) => unknown(&input::shown_message(&e.to_string(), 200)),
         };
         if let Ok(jobs) = super::jobs::runner_list(&ssh, "list").await {
@@ -191,7 +195,7 @@ async fn on_the_master(dir: &ClusterDir, name: &str, observed: &Observation) -> 
 fn shared_line(out: &str, kept_on: Option<&str>) -> String {
     let mut numbers = out.lines().map(|l| l.trim().parse::<u64>());
     let fate = match kept_on {
-        Some(volume) => format!("kept on volume {volume}"),
+        Some(holder) => format!("kept on {holder}"),
         None => "deleted with it".to_string(),
     };
     match (numbers.next(), numbers.next()) {
@@ -244,7 +248,7 @@ mod tests {
             "/shared: 1234.6 MB in 42 file(s), deleted with it"
         );
         assert_eq!(
-            shared_line("1234567890\n42\n", Some("demo-shared-volume")),
+            shared_line("1234567890\n42\n", Some("volume demo-shared-volume")),
             "/shared: 1234.6 MB in 42 file(s), kept on volume demo-shared-volume"
         );
         let odd = shared_line("Permission denied\n\u{1b}[2J", None);

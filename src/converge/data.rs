@@ -73,6 +73,58 @@ pub(super) async fn deliver(
     Ok(())
 }
 
+/// The bytes the profile's local `[[data]]` entries bring to /shared, read as `push` reads
+/// them (ignore files honoured; links count nothing); an entry not on this machine counts
+/// nothing (it is said when the converge comes to it).
+pub(super) async fn local_bytes(p: &Profile) -> Result<u64, Error> {
+    let mut roots = Vec::new();
+    for d in &p.data {
+        if let Ok(DataSource::Local(local)) = d.source() {
+            if local.symlink_metadata().is_ok() {
+                roots.push(local.to_path_buf());
+            }
+        }
+    }
+    if roots.is_empty() {
+        return Ok(0);
+    }
+    let total = tokio::task::spawn_blocking(move || {
+        let excludes = transfer::tree::Excludes::new(&[])?;
+        let opts = transfer::tree::ScanOptions {
+            ignore_files: true,
+            excludes: &excludes,
+            hashes: false,
+        };
+        let mut total = 0u64;
+        for root in &roots {
+            for e in transfer::tree::scan(root, &opts)? {
+                if e.kind == transfer::diff::EntryKind::File {
+                    total += e.size;
+                }
+            }
+        }
+        Ok::<u64, transfer::TransferError>(total)
+    })
+    .await
+    .map_err(|e| Error::Runtime(format!("[[data]]: reading the local trees: {e}")))??;
+    Ok(total)
+}
+
+/// Whether `bytes` of `[[data]]` can land on a /shared of `gb` GiB held by `holder`: refused
+/// in one line before anything is made when they cannot (what is on it already only adds).
+/// Pure.
+pub(super) fn fits_shared(bytes: u64, holder: &str, gb: u64) -> Result<(), String> {
+    let room = gb.saturating_mul(1 << 30);
+    if bytes <= room {
+        return Ok(());
+    }
+    Err(format!(
+        "[[data]]: {:.2} GiB of local entries go to /shared, more than the {gb} GiB of {holder}; \
+         give /shared more room or send less",
+        bytes as f64 / f64::from(1u32 << 30)
+    ))
+}
+
 /// Stages what `stage` copied onto every node (kept in the cluster's state) onto the nodes
 /// that lack it: a worker `scale` or `heal` added, a blank ephemeral disk after `start`. Only
 /// those nodes take part; a node that has it costs one manifest. A source gone from /shared
@@ -116,4 +168,26 @@ pub(super) async fn restage(
         dir.save(&st)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fits_shared;
+
+    #[test]
+    fn data_larger_than_shared_is_refused_with_both_sizes() {
+        assert_eq!(fits_shared(0, "its share (storage.size_gb)", 1), Ok(()));
+        assert_eq!(fits_shared(1 << 30, "volume `datasets`", 1), Ok(()));
+        let e = fits_shared((1 << 30) + 1, "volume `datasets`", 1).unwrap_err();
+        assert!(
+            e.starts_with("[[data]]: 1.00 GiB of local entries go to /shared, more than the 1 GiB of volume `datasets`"),
+            "{e}"
+        );
+        let big = fits_shared(5 << 30, "its share (storage.size_gb)", 2).unwrap_err();
+        assert!(
+            big.contains("5.00 GiB") && big.contains("the 2 GiB of its share"),
+            "{big}"
+        );
+        assert!(fits_shared(u64::MAX, "x", u64::MAX).is_ok(), "no overflow");
+    }
 }

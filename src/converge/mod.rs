@@ -98,6 +98,10 @@ pub async fn prepare(
         spinner.set_message("probing the workers over SSH");
         probe_workers(p, dir, &mut observed).await?;
     }
+    if let Some((holder, gb)) = provider.shared_capacity(p) {
+        spinner.set_message("measuring the [[data]] bound for /shared");
+        data::fits_shared(data::local_bytes(p).await?, &holder, gb).map_err(Error::Usage)?;
+    }
     let plan = plan::plan(p, provider.blueprint(), &observed);
     spinner.set_message("checking quotas");
     let shortfalls = provider.shortfalls(&plan).await?;
@@ -249,6 +253,10 @@ pub async fn provision(ctx: &Context, file: &Path, infra_only: bool) -> Result<P
         for name in made {
             renewed.insert(name, Renewal::MadeAnew.by_this_command());
         }
+    }
+    // A kept or taken share's access rule is the share's, not the plan's: granted here.
+    if let Some(line) = provider.grant_share(&p).await? {
+        ctx.progress.line(line);
     }
     let mut state = applier.state();
     state.nodes = cluster::nodes_with_slots(&p, provider.nodes(&p.name).await?);

@@ -299,7 +299,31 @@ pub struct VolumeAttachment {
     pub device: Option<String>,
 }
 
+/// One entry of `GET /os-availability-zone`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AvailabilityZone {
+    #[serde(rename = "zoneName")]
+    pub zone_name: String,
+    #[serde(rename = "zoneState")]
+    pub zone_state: ZoneState,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ZoneState {
+    pub available: bool,
+}
+
 impl Compute {
+    /// `GET /os-availability-zone`: the zones a user may put a server in.
+    pub async fn list_availability_zones(&self) -> Result<Vec<AvailabilityZone>, OpenStackError> {
+        self.session
+            .send(&Request::get(S, "os-availability-zone"))
+            .await?
+            .json_at("availabilityZoneInfo")
+    }
+
     /// `GET /flavors/detail` (with extra_specs).
     pub async fn list_flavors(&self) -> Result<Vec<Flavor>, OpenStackError> {
         self.session

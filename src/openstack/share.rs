@@ -174,6 +174,34 @@ impl ShareApi {
         .transpose()
     }
 
+    /// `POST /shares/{id}/metadata`: sets these items, leaving the share's others as they are.
+    pub async fn add_metadata(
+        &self,
+        id: &str,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<(), OpenStackError> {
+        self.session
+            .send(
+                &Request::post(
+                    S,
+                    format!("shares/{id}/metadata"),
+                    json!({ "metadata": metadata }),
+                )
+                .idempotent(),
+            )
+            .await
+            .map(drop)
+    }
+
+    /// `DELETE /shares/{id}/metadata/{key}`; Ok if the item (or the share) is gone.
+    pub async fn delete_metadata(&self, id: &str, key: &str) -> Result<(), OpenStackError> {
+        gone(
+            self.session
+                .send(&Request::delete(S, format!("shares/{id}/metadata/{key}")))
+                .await,
+        )
+    }
+
     /// Asynchronous: the share goes `deleting`, then disappears. Ok if already gone.
     pub async fn delete_share(&self, id: &str) -> Result<(), OpenStackError> {
         gone(

@@ -182,6 +182,10 @@ pub enum Spec {
         share_type: Option<String>,
         access_cidr: String,
         network: String,
+        /// `storage.keep`: marked to outlive the cluster.
+        keep: bool,
+        /// `storage.share`: not made but taken, as the profile names it (marked, kept).
+        existing: Option<String>,
     },
     Volume {
         size_gb: u32,

@@ -61,6 +61,13 @@ impl QuotaDelta {
                 // Neutron adds two default egress rules to every new group.
                 q.security_group_rules += sign * (rules.len() as i64 + 2);
             }
+            // A share or volume the profile names as existing is taken, not made: no quota.
+            Spec::Share {
+                existing: Some(_), ..
+            }
+            | Spec::Volume {
+                existing: Some(_), ..
+            } => {}
             Spec::Share { size_gb, .. } => {
                 q.shares += sign;
                 q.share_gigabytes += sign * i64::from(*size_gb);

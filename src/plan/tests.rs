@@ -657,3 +657,55 @@ fn an_existing_volume_is_taken_and_then_kept() {
         .iter()
         .all(|a| a.kind() != Kind::Volume));
 }
+
+/// `storage.share` and a kept share: the share is taken (or made) marked to be kept, costs no
+/// quota when taken, and neither the next plan nor `down` deletes it.
+#[test]
+fn an_existing_share_is_taken_and_a_kept_share_outlives_down() {
+    let mut p = profile(1);
+    p.storage.share = Some("datasets".into());
+    let fresh = plan(&p, &Observation::default());
+    assert!(fresh.actions.iter().any(|a| matches!(
+        a,
+        Action::Create { desired: Desired { name, spec: Spec::Share { keep: true, existing: Some(e), .. } } }
+            if e == "datasets" && name == "demo-share"
+    )));
+    let q = QuotaDelta::of(&fresh, |_| None);
+    assert_eq!(
+        (q.shares, q.share_gigabytes),
+        (0, 0),
+        "a taken share is no new quota"
+    );
+
+    let mut kept = profile(1);
+    kept.storage.keep = true;
+    let made = plan(&kept, &Observation::default());
+    assert!(made.actions.iter().any(|a| matches!(
+        a,
+        Action::Create {
+            desired: Desired {
+                spec: Spec::Share {
+                    keep: true,
+                    existing: None,
+                    size_gb: 10,
+                    ..
+                },
+                ..
+            }
+        }
+    )));
+    assert_eq!(QuotaDelta::of(&made, |_| None).shares, 1);
+    let mut obs = observed_all(&kept);
+    for o in &mut obs.resources {
+        o.kept = o.kind == Kind::Share;
+    }
+    assert!(plan(&kept, &obs).is_noop());
+    let down = teardown(&obs);
+    assert!(
+        down.actions.iter().all(|a| a.kind() != Kind::Share),
+        "{down:?}"
+    );
+    assert!(teardown_summary(&obs)
+        .iter()
+        .any(|l| l.starts_with("kept: share demo-share (")));
+}

@@ -326,9 +326,9 @@ pub struct StorageSpec {
     /// The Cinder volume type of that volume; default: the cloud's default type.
     #[serde(default)]
     pub volume_type: Option<String>,
-    /// Keep the volume that holds /shared (`volume_gb`) when the cluster goes: `down` leaves
-    /// it, marked for the cluster, and the next `up` of the profile finds it again with its
-    /// files.
+    /// Keep the volume (`volume_gb`) or Manila share that holds /shared when the cluster
+    /// goes: `down` leaves it, marked for the cluster, and the next `up` of the profile finds
+    /// it again with its files.
     #[serde(default)]
     pub keep: bool,
     /// master-nfs: /shared on this existing Cinder volume (name or id) of the project,
@@ -336,6 +336,11 @@ pub struct StorageSpec {
     /// (`down` leaves it, marked for the cluster, as with `keep`).
     #[serde(default)]
     pub volume: Option<String>,
+    /// manila: /shared on this existing NFS share (name or id) of the project, mounted on
+    /// every node with an access rule for the cluster's network; never deleted (`down`
+    /// leaves it, marked for the cluster, and takes back only the access rule it added).
+    #[serde(default)]
+    pub share: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default, JsonSchema)]

@@ -442,6 +442,10 @@ fn a_kept_shared_volume_is_checked() {
     ))
     .unwrap();
     assert_eq!(taken.storage.volume.as_deref(), Some("datasets"));
+    let kept_share = parse_str(&GOOD.replace("size_gb = 10", "size_gb = 10\nkeep = true")).unwrap();
+    assert!(kept_share.storage.keep, "a Manila share can be kept");
+    let taken_share = parse_str(&GOOD.replace("size_gb = 10", "share = \"datasets\"")).unwrap();
+    assert_eq!(taken_share.storage.share.as_deref(), Some("datasets"));
     let cases = [
         (
             nfs.replace(
@@ -473,9 +477,35 @@ fn a_kept_shared_volume_is_checked() {
             "no volume to keep",
         ),
         (
-            GOOD.replace("size_gb = 10", "size_gb = 10\nkeep = true"),
+            GOOD.replace(
+                "kind = \"manila\"\nsize_gb = 10",
+                "kind = \"none\"\nkeep = true",
+            ),
             "storage.keep",
-            "Manila share is not supported yet",
+            "no /shared to keep",
+        ),
+        (
+            GOOD.replace("size_gb = 10", "size_gb = 10\nshare = \"datasets\""),
+            "storage.size_gb",
+            "names a share that exists",
+        ),
+        (
+            GOOD.replace("size_gb = 10", "share = \"datasets\"\nkeep = true"),
+            "storage.keep",
+            "names a share that exists",
+        ),
+        (
+            nfs.replace(
+                "kind = \"master-nfs\"",
+                "kind = \"master-nfs\"\nshare = \"datasets\"",
+            ),
+            "storage.share",
+            "only used with kind = \"manila\"",
+        ),
+        (
+            GOOD.replace("size_gb = 10", "share = \"a\\u001b[2Jb\""),
+            "storage.share",
+            "",
         ),
         (
             nfs.replace(

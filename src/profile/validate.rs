@@ -128,28 +128,26 @@ pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
         ));
     }
     if p.storage.volume.is_some() {
-        let other = [
-            ("volume_gb", p.storage.volume_gb.is_some()),
-            ("volume_type", p.storage.volume_type.is_some()),
-            ("keep", p.storage.keep),
-        ]
-        .into_iter()
-        .find(|(_, set)| *set);
-        if let Some((field, _)) = other {
-            return Err(issue(
-                &format!("storage.{field}"),
-                "storage.volume names a volume that exists: it has its size and type, and is \
-                 always kept",
-                Some("remove one of the two"),
-            ));
-        }
-        if p.storage.kind != StorageKind::MasterNfs {
-            return Err(issue(
-                "storage.volume",
-                "only used with kind = \"master-nfs\"",
-                None,
-            ));
-        }
+        taken_alone(
+            p,
+            ("volume", "a volume", StorageKind::MasterNfs, "master-nfs"),
+            [
+                ("volume_gb", p.storage.volume_gb.is_some()),
+                ("volume_type", p.storage.volume_type.is_some()),
+                ("keep", p.storage.keep),
+            ],
+        )?;
+    }
+    if p.storage.share.is_some() {
+        taken_alone(
+            p,
+            ("share", "a share", StorageKind::Manila, "manila"),
+            [
+                ("size_gb", p.storage.size_gb.is_some()),
+                ("share_type", p.storage.share_type.is_some()),
+                ("keep", p.storage.keep),
+            ],
+        )?;
     }
     if p.storage.volume_type.is_some() && p.storage.volume_gb.is_none() {
         return Err(issue(
@@ -158,15 +156,15 @@ pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
             Some("set storage.volume_gb too, or remove volume_type"),
         ));
     }
-    if p.storage.keep && p.storage.volume_gb.is_none() {
+    if p.storage.keep && p.storage.volume_gb.is_none() && p.storage.kind != StorageKind::Manila {
         return Err(issue(
             "storage.keep",
-            if p.storage.kind == StorageKind::Manila {
-                "keeping a Manila share is not supported yet: only /shared's Cinder volume"
+            if p.storage.kind == StorageKind::None {
+                "there is no /shared to keep (kind = \"none\")"
             } else {
                 "there is no volume to keep: /shared is on the master's own disk"
             },
-            Some("kind = \"master-nfs\" with storage.volume_gb = SIZE puts /shared on a volume that can be kept"),
+            Some("kind = \"master-nfs\" with storage.volume_gb = SIZE puts /shared on a volume that can be kept; kind = \"manila\" on a share"),
         ));
     }
     if p.provider == ProviderKind::Local
@@ -191,6 +189,33 @@ pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
         if v == Some(0) {
             return Err(issue(field, "must be at least 1 GiB", None));
         }
+    }
+    Ok(())
+}
+
+/// `storage.volume` or `storage.share` (`key`, what it names, the kind it goes with): a
+/// volume or share that exists has its own size and type and is always kept, so the keys that
+/// would say otherwise (`others`, with whether each is set) are refused beside it.
+fn taken_alone(
+    p: &Profile,
+    (key, what, kind, kind_name): (&str, &str, StorageKind, &str),
+    others: [(&str, bool); 3],
+) -> Result<(), Issue> {
+    if let Some((field, _)) = others.into_iter().find(|(_, set)| *set) {
+        return Err(issue(
+            &format!("storage.{field}"),
+            format!(
+                "storage.{key} names {what} that exists: it has its size and type, and is always kept"
+            ),
+            Some("remove one of the two"),
+        ));
+    }
+    if p.storage.kind != kind {
+        return Err(issue(
+            &format!("storage.{key}"),
+            format!("only used with kind = \"{kind_name}\""),
+            None,
+        ));
     }
     Ok(())
 }
@@ -264,6 +289,7 @@ fn check_cloud_names(p: &Profile) -> Result<(), Issue> {
         ("storage.share_type", p.storage.share_type.as_deref()),
         ("storage.volume_type", p.storage.volume_type.as_deref()),
         ("storage.volume", p.storage.volume.as_deref()),
+        ("storage.share", p.storage.share.as_deref()),
         ("master.volume_type", p.master.volume_type.as_deref()),
         ("workers.volume_type", p.workers.volume_type.as_deref()),
     ];

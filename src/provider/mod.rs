@@ -73,6 +73,13 @@ pub trait Provider: Send + Sync {
         Vec::new()
     }
 
+    /// What holds /shared and how many GiB it has, once names are resolved, where the cloud
+    /// says (a volume or share, made or taken); `None` for the master's own disk, which the
+    /// room check of every push measures.
+    fn shared_capacity(&self, _p: &Profile) -> Option<(String, u64)> {
+        None
+    }
+
     /// The cluster's public key, installed on every node it creates.
     fn set_public_key(&mut self, key: String);
 
@@ -277,6 +284,25 @@ pub trait Provider: Send + Sync {
         _plan: &'a Plan,
     ) -> BoxFuture<'a, Result<Vec<Shortfall>, ProviderError>> {
         Box::pin(async { Ok(vec![]) })
+    }
+
+    /// A kept or taken share (`storage.keep`, `storage.share`) open to the cluster's network:
+    /// its access rule lives in the share, not in the plan, so every converge grants it again
+    /// where it is missing. A line when it changed something.
+    fn grant_share<'a>(
+        &'a self,
+        _p: &'a Profile,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// `down`: the access rule the cluster added to its kept or taken share taken back (the
+    /// share stays). A line when there was one.
+    fn release_share<'a>(
+        &'a self,
+        _cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(async { Ok(None) })
     }
 
     /// The NFS export location of the cluster's Manila share, when it has one.

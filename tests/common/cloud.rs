@@ -140,13 +140,16 @@ pub async fn leftovers(os: &OpenStack, cluster: &str) -> Vec<String> {
             .filter(|p| p.name.starts_with(cluster))
             .map(|p| format!("port {}", p.name)),
     );
+    // Shares: named after the cluster, or marked with it (a share taken by storage.share).
     let shares = os.share().list_shares(&Default::default()).await.unwrap();
     left.extend(
         shares
             .into_iter()
-            .filter_map(|s| s.name)
-            .filter(|n| n.starts_with(cluster))
-            .map(|n| format!("share {n}")),
+            .filter(|s| {
+                s.name.as_deref().is_some_and(|n| n.starts_with(cluster))
+                    || s.metadata.get("hvd-cluster").map(String::as_str) == Some(cluster)
+            })
+            .map(|s| format!("share {}", s.name.unwrap_or(s.id))),
     );
     // Volumes: named after the cluster, or marked with it (root volumes, by `down`).
     match os.volume().list_volumes(&Default::default()).await {

@@ -161,7 +161,8 @@ impl OpenStackProvider {
     }
 
     /// Creates the share, waits until it is available (one share: a GET per tick is fine),
-    /// then grants the subnet read-write NFS access.
+    /// then grants the subnet read-write NFS access. A kept share carries its mark and the
+    /// CIDR of that grant, which `down` takes back (see `existing_share`).
     async fn create_share(
         &self,
         cluster: &str,
@@ -169,9 +170,18 @@ impl OpenStackProvider {
         size_gb: u32,
         share_type: Option<&str>,
         cidr: &str,
+        keep: bool,
     ) -> Result<String, ProviderError> {
         let api = self.os.share();
         let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);
+        let mut marks = meta.clone();
+        if keep {
+            marks.insert(KEEP_KEY.to_string(), "true".to_string());
+            marks.insert(
+                super::existing_share::ACCESS_KEY.to_string(),
+                cidr.to_string(),
+            );
+        }
         let share_id = settle(
             &self.settle,
             || async {
@@ -181,7 +191,7 @@ impl OpenStackProvider {
                         size: u64::from(size_gb),
                         share_proto: Some("NFS".into()),
                         share_type: share_type.map(str::to_string),
-                        metadata: meta.clone(),
+                        metadata: marks.clone(),
                         ..ShareCreate::default()
                     })
                     .await?
@@ -219,15 +229,7 @@ impl OpenStackProvider {
                 ProviderError::Cloud(format!("share {name} not available after 300s"))
             }
         })?;
-        settle(
-            &self.settle,
-            || async { api.allow_ip_access(id, cidr, true).await.map(|_| ()) },
-            || async {
-                let rules = api.list_access_rules(id).await?;
-                Ok(rules.iter().any(|r| r.access_to == cidr).then_some(()))
-            },
-        )
-        .await?;
+        self.allow_network(id, cidr).await?;
         Ok(share_id)
     }
 
@@ -350,6 +352,10 @@ impl OpenStackProvider {
                 size_gb: v.size_gb,
                 volume_type: v.volume_type.clone(),
             }),
+            availability_zone: match role {
+                crate::plan::Role::Master => self.master_zone(),
+                crate::plan::Role::Worker => None,
+            },
             ..ServerCreate::default()
         };
         let (server, ours) = (&server, tag(cluster));
@@ -466,13 +472,26 @@ impl OpenStackProvider {
                     .await
             }
             Spec::Share {
+                existing: Some(wanted),
+                ..
+            } => self.take_existing_share(cluster, name, wanted).await,
+            Spec::Share {
                 size_gb,
                 share_type,
                 access_cidr,
+                keep,
+                existing: None,
                 ..
             } => {
-                self.create_share(cluster, name, *size_gb, share_type.as_deref(), access_cidr)
-                    .await
+                self.create_share(
+                    cluster,
+                    name,
+                    *size_gb,
+                    share_type.as_deref(),
+                    access_cidr,
+                    *keep,
+                )
+                .await
             }
             Spec::Volume {
                 existing: Some(wanted),

@@ -87,14 +87,17 @@ impl Blueprint for OpenStackBlueprint {
             StorageKind::Manila => out.push(Desired {
                 name: n.share(),
                 spec: Spec::Share {
-                    size_gb: p.storage.size_gb.unwrap_or(10),
+                    // A taken share has its own size; it is no new quota (see quota.rs).
+                    size_gb: if p.storage.share.is_some() {
+                        0
+                    } else {
+                        p.storage.size_gb.unwrap_or(10)
+                    },
                     share_type: p.storage.share_type.clone(),
-                    access_cidr: p
-                        .network
-                        .cidr
-                        .clone()
-                        .unwrap_or_else(|| p.subnet_cidr().to_string()),
+                    access_cidr: share_access_cidr(p),
                     network: network.clone(),
+                    keep: p.storage.keep || p.storage.share.is_some(),
+                    existing: p.storage.share.clone(),
                 },
             }),
             StorageKind::MasterNfs => {
@@ -171,4 +174,13 @@ impl Blueprint for OpenStackBlueprint {
             },
         }
     }
+}
+
+/// The network a Manila share is opened to: the existing network's `cidr`, else the subnet
+/// the cluster makes. Pure.
+pub fn share_access_cidr(p: &Profile) -> String {
+    p.network
+        .cidr
+        .clone()
+        .unwrap_or_else(|| p.subnet_cidr().to_string())
 }

@@ -19,30 +19,17 @@ impl OpenStackProvider {
         cluster: &str,
         wanted: &str,
     ) -> Result<Volume, ProviderError> {
-        let api = self.os.volume();
-        let all = api.list_volumes(&BTreeMap::new()).await?;
-        let by_id: Vec<&Volume> = all.iter().filter(|v| v.id == wanted).collect();
-        let found: Vec<&Volume> = if by_id.is_empty() {
-            all.iter()
-                .filter(|v| v.name.as_deref() == Some(wanted))
-                .collect()
-        } else {
-            by_id
-        };
-        match found.as_slice() {
-            [one] => {
-                takeable(one, cluster).map_err(|why| refused(wanted, why))?;
-                Ok((*one).clone())
-            }
-            [] => {
-                let names: Vec<&str> = all.iter().filter_map(|v| v.name.as_deref()).collect();
-                Err(super::resolve::not_found("volume", wanted, &names))
-            }
-            many => Err(refused(
-                wanted,
-                format!("{} volumes have this name; use its id", many.len()),
-            )),
-        }
+        let all = self.os.volume().list_volumes(&BTreeMap::new()).await?;
+        let one = named(
+            FIELD,
+            "volume",
+            &all,
+            wanted,
+            |v| &v.id,
+            |v| v.name.as_deref(),
+        )?;
+        takeable(one, cluster).map_err(|why| refused(FIELD, wanted, why))?;
+        Ok(one.clone())
     }
 
     /// Takes the volume: marks it with the cluster, kept, under `name`; returns its id. The
@@ -57,9 +44,13 @@ impl OpenStackProvider {
         let v = match &self.resolved.existing_volume {
             Some(id) => {
                 let v = api.get_volume(id).await?.ok_or_else(|| {
-                    refused(wanted, "it was deleted since it was looked up".into())
+                    refused(
+                        FIELD,
+                        wanted,
+                        "it was deleted since it was looked up".into(),
+                    )
                 })?;
-                takeable(&v, cluster).map_err(|why| refused(wanted, why))?;
+                takeable(&v, cluster).map_err(|why| refused(FIELD, wanted, why))?;
                 v
             }
             None => self.find_existing_volume(cluster, wanted).await?,
@@ -69,16 +60,50 @@ impl OpenStackProvider {
     }
 }
 
-/// `storage.volume` refused, with why.
-fn refused(wanted: &str, detail: String) -> ProviderError {
+/// The profile's key this module serves.
+const FIELD: &str = "storage.volume";
+
+/// The one of `all` that `wanted` names (its id, else the only one of that name), or why
+/// not: no such name (with the names there are), or several of it. For `storage.volume`
+/// and `storage.share` alike. Pure.
+pub(super) fn named<'a, T>(
+    field: &str,
+    kind: &str,
+    all: &'a [T],
+    wanted: &str,
+    id: impl Fn(&T) -> &str,
+    name: impl Fn(&T) -> Option<&str>,
+) -> Result<&'a T, ProviderError> {
+    let by_id: Vec<&T> = all.iter().filter(|x| id(x) == wanted).collect();
+    let found: Vec<&T> = if by_id.is_empty() {
+        all.iter().filter(|x| name(x) == Some(wanted)).collect()
+    } else {
+        by_id
+    };
+    match found.as_slice() {
+        [one] => Ok(one),
+        [] => {
+            let names: Vec<&str> = all.iter().filter_map(&name).collect();
+            Err(super::resolve::not_found(kind, wanted, &names))
+        }
+        many => Err(refused(
+            field,
+            wanted,
+            format!("{} {kind}s have this name; use its id", many.len()),
+        )),
+    }
+}
+
+/// `storage.volume` or `storage.share` refused, with why.
+pub(super) fn refused(field: &str, wanted: &str, detail: String) -> ProviderError {
     ProviderError::Resolve {
-        what: format!("storage.volume `{}`", crate::input::shown(wanted)),
+        what: format!("{field} `{}`", crate::input::shown(wanted)),
         detail,
     }
 }
 
-/// The metadata that makes a taken volume the cluster's /shared volume, kept.
-fn marks(cluster: &str, name: &str) -> BTreeMap<String, String> {
+/// The metadata that makes a taken volume or share the cluster's /shared, kept.
+pub(super) fn marks(cluster: &str, name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (META_KEY.to_string(), cluster.to_string()),
         (KEEP_KEY.to_string(), "true".to_string()),

@@ -16,6 +16,7 @@ mod create;
 pub mod credential;
 mod delete;
 pub mod desired;
+mod existing_share;
 mod existing_volume;
 mod lifecycle;
 mod observe;
@@ -61,6 +62,13 @@ struct Resolved {
     networks: HashMap<String, String>,
     /// `storage.volume`'s id, found and checked (one list of the project's volumes).
     existing_volume: Option<String>,
+    /// `storage.share`'s id, found and checked (one list of the project's shares).
+    existing_share: Option<String>,
+    /// Their sizes (GiB), for the room the profile's `[[data]]` needs on /shared.
+    existing_volume_gb: Option<u64>,
+    existing_share_gb: Option<u64>,
+    /// Where the master goes for `storage.volume`'s volume (its availability zone).
+    master_zone: Option<resolve::MasterZone>,
 }
 
 pub struct OpenStackProvider {
@@ -153,6 +161,32 @@ impl Provider for OpenStackProvider {
 
     fn disks(&self, p: &Profile) -> Vec<String> {
         OpenStackProvider::disks(self, p)
+    }
+
+    fn shared_capacity(&self, p: &Profile) -> Option<(String, u64)> {
+        use crate::profile::StorageKind;
+        let shown = crate::input::shown;
+        match p.storage.kind {
+            StorageKind::MasterNfs => match (&p.storage.volume, p.storage.volume_gb) {
+                (Some(v), _) => self
+                    .resolved
+                    .existing_volume_gb
+                    .map(|gb| (format!("volume `{}`", shown(v)), gb)),
+                (None, Some(gb)) => Some(("its volume (storage.volume_gb)".into(), gb.into())),
+                (None, None) => None,
+            },
+            StorageKind::Manila => match &p.storage.share {
+                Some(s) => self
+                    .resolved
+                    .existing_share_gb
+                    .map(|gb| (format!("share `{}`", shown(s)), gb)),
+                None => Some((
+                    "its share (storage.size_gb)".into(),
+                    p.storage.size_gb.unwrap_or(10).into(),
+                )),
+            },
+            StorageKind::None => None,
+        }
     }
 
     fn set_public_key(&mut self, key: String) {
@@ -320,6 +354,26 @@ impl Provider for OpenStackProvider {
         cluster: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
         Box::pin(OpenStackProvider::share_export(self, cluster))
+    }
+
+    fn grant_share<'a>(
+        &'a self,
+        p: &'a Profile,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(async move {
+            let outlives = p.storage.keep || p.storage.share.is_some();
+            if p.storage.kind != crate::profile::StorageKind::Manila || !outlives {
+                return Ok(None);
+            }
+            OpenStackProvider::grant_share(self, &p.name, &desired::share_access_cidr(p)).await
+        })
+    }
+
+    fn release_share<'a>(
+        &'a self,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(OpenStackProvider::release_share(self, cluster))
     }
 
     fn calls(&self) -> u64 {

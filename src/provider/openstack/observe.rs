@@ -19,7 +19,7 @@ impl OpenStackProvider {
         let shares = self.os.share().list_shares(&meta).await?;
         let Some(share) = shares
             .iter()
-            .find(|s| s.name.as_deref() == Some(name.as_str()))
+            .find(|s| super::existing_share::shown_name(s) == name)
         else {
             return Ok(None);
         };
@@ -250,7 +250,11 @@ impl OpenStackProvider {
                 };
                 let mut out = Vec::new();
                 for s in shares {
+                    // A kept or taken share's access rule is granted after the apply and
+                    // taken back by `down` (existing_share): its health is the share's own.
+                    let kept = s.metadata.get(KEEP_KEY).is_some_and(|k| k == "true");
                     let health = match s.status.as_deref() {
+                        Some("available") if kept => Health::Ready,
                         Some("available") => {
                             let rules = self.os.share().list_access_rules(&s.id).await?;
                             if rules.iter().any(|r| r.state.as_deref() == Some("active")) {
@@ -269,10 +273,10 @@ impl OpenStackProvider {
                     };
                     out.push(Observed {
                         kind,
-                        name: s.name.unwrap_or_default(),
+                        name: super::existing_share::shown_name(&s),
                         id: s.id,
                         health,
-                        kept: false,
+                        kept,
                     });
                 }
                 Ok(out)

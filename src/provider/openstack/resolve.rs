@@ -91,7 +91,18 @@ impl OpenStackProvider {
         // An existing volume for /shared: found and checked before anything is made.
         if let Some(wanted) = &p.storage.volume {
             let found = self.find_existing_volume(&p.name, wanted).await?;
+            if let Some(zone) = found.availability_zone.as_deref() {
+                // A cloud whose policy hides the zones leaves the master where Nova puts it.
+                let nova = compute.list_availability_zones().await.unwrap_or_default();
+                self.resolved.master_zone = Some(master_zone(zone, &nova));
+            }
+            self.resolved.existing_volume_gb = Some(found.size);
             self.resolved.existing_volume = Some(found.id);
+        }
+        if let Some(wanted) = &p.storage.share {
+            let found = self.find_existing_share(&p.name, wanted).await?;
+            self.resolved.existing_share_gb = found.size;
+            self.resolved.existing_share = Some(found.id);
         }
         self.check_object_containers(p).await?;
         Ok(())
@@ -219,7 +230,27 @@ impl OpenStackProvider {
             }
         }
         out.extend(shared_line(p));
+        let shown = crate::input::shown;
+        out.extend(self.resolved.master_zone.as_ref().map(|z| match z {
+            MasterZone::Pinned(zone) => format!(
+                "master: in availability zone `{}`, the zone of /shared's volume",
+                shown(zone)
+            ),
+            MasterZone::Unpinned { volume_zone } => format!(
+                "master: where Nova puts it; /shared's volume is in Cinder's zone `{}`, which \
+                 Nova does not list (the cloud must allow attaching across zones)",
+                shown(volume_zone)
+            ),
+        }));
         out
+    }
+
+    /// The availability zone the master is created in, when `storage.volume` needs one.
+    pub(super) fn master_zone(&self) -> Option<String> {
+        match &self.resolved.master_zone {
+            Some(MasterZone::Pinned(zone)) => Some(zone.clone()),
+            _ => None,
+        }
     }
 
     /// Quota size of a resolved flavor.
@@ -283,6 +314,35 @@ fn image_need_gb(image: &crate::openstack::Image) -> u64 {
     image.min_disk.unwrap_or(0).max(size)
 }
 
+/// Where the master goes for `storage.volume`'s volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MasterZone {
+    /// Into the volume's zone, which Nova has too.
+    Pinned(String),
+    /// Where Nova puts it: it lists no zone of the volume's name.
+    Unpinned { volume_zone: String },
+}
+
+/// The master goes into the zone of the volume it attaches when Nova has a zone of that name
+/// that takes servers: a cloud that refuses attaching across zones (Nova's `cross_az_attach =
+/// False`) needs it, and any other is served as well. Else Nova chooses, and `plan` says why.
+/// Pure.
+pub fn master_zone(
+    volume_zone: &str,
+    nova: &[crate::openstack::compute::AvailabilityZone],
+) -> MasterZone {
+    if nova
+        .iter()
+        .any(|z| z.zone_name == volume_zone && z.zone_state.available)
+    {
+        MasterZone::Pinned(volume_zone.to_string())
+    } else {
+        MasterZone::Unpinned {
+            volume_zone: volume_zone.to_string(),
+        }
+    }
+}
+
 /// Where /shared lives and what `stop` and `down` do to it, for `plan`. Pure.
 pub fn shared_line(p: &Profile) -> Option<String> {
     use crate::profile::StorageKind;
@@ -294,12 +354,24 @@ pub fn shared_line(p: &Profile) -> Option<String> {
             crate::input::shown(existing)
         ));
     }
+    if let (StorageKind::Manila, Some(existing)) = (p.storage.kind, &p.storage.share) {
+        return Some(format!(
+            "/shared: the existing Manila share `{}`, opened to the cluster's network; never \
+             deleted (`down` leaves it, marked for the cluster, and takes back only its access rule)",
+            crate::input::shown(existing)
+        ));
+    }
     Some(match (p.storage.kind, p.storage.volume_gb) {
         (StorageKind::None, _) => return None,
         (StorageKind::Manila, _) => format!(
-            "/shared: the Manila share {} ({} GB), deleted by `down`",
+            "/shared: the Manila share {} ({} GB), {}",
             names.share(),
-            p.storage.size_gb.unwrap_or(10)
+            p.storage.size_gb.unwrap_or(10),
+            if p.storage.keep {
+                "kept by `down` (storage.keep) and mounted again by the next `up`"
+            } else {
+                "deleted by `down` (storage.keep = true keeps it)"
+            }
         ),
         (StorageKind::MasterNfs, None) => "/shared: on the master's root disk, so in every \
              snapshot `stop` makes of the master, and deleted by `down`; storage.volume_gb = N \
@@ -432,6 +504,42 @@ mod tests {
         assert_eq!(image_need_gb(&image(None, None)), 0);
     }
 
+    #[test]
+    fn the_master_goes_into_the_volumes_zone_where_nova_has_it() {
+        use crate::openstack::compute::{AvailabilityZone, ZoneState};
+        let zone = |name: &str, available: bool| AvailabilityZone {
+            zone_name: name.into(),
+            zone_state: ZoneState { available },
+        };
+        let nova = [
+            zone("nova", true),
+            zone("gpu-hall", true),
+            zone("down-hall", false),
+        ];
+        assert_eq!(
+            master_zone("gpu-hall", &nova),
+            MasterZone::Pinned("gpu-hall".into())
+        );
+        assert_eq!(
+            master_zone("down-hall", &nova),
+            MasterZone::Unpinned {
+                volume_zone: "down-hall".into()
+            },
+            "a zone that takes no servers is not one to pin"
+        );
+        assert_eq!(
+            master_zone("ceph-az", &[]),
+            MasterZone::Unpinned {
+                volume_zone: "ceph-az".into()
+            }
+        );
+        let parsed: Vec<AvailabilityZone> = serde_json::from_str(
+            r#"[{"zoneName": "nova", "zoneState": {"available": true}, "hosts": null}]"#,
+        )
+        .unwrap();
+        assert_eq!(parsed, vec![zone("nova", true)]);
+    }
+
     /// `plan` says where /shared lives: the root disk (and so the shelve snapshot), a volume
     /// deleted or kept by `down`, or the share.
     #[test]
@@ -461,7 +569,17 @@ mod tests {
         let share = line("kind = \"manila\"\nsize_gb = 20").unwrap();
         assert_eq!(
             share,
-            "/shared: the Manila share demo-share (20 GB), deleted by `down`"
+            "/shared: the Manila share demo-share (20 GB), deleted by `down` (storage.keep = true keeps it)"
+        );
+        let kept = line("kind = \"manila\"\nkeep = true").unwrap();
+        assert!(
+            kept.ends_with("kept by `down` (storage.keep) and mounted again by the next `up`"),
+            "{kept}"
+        );
+        let taken = line("kind = \"manila\"\nshare = \"datasets\"").unwrap();
+        assert!(
+            taken.starts_with("/shared: the existing Manila share `datasets`"),
+            "{taken}"
         );
         assert_eq!(line("kind = \"none\""), None);
         let existing = line("kind = \"master-nfs\"\nvolume = \"datasets\"").unwrap();
