@@ -13,7 +13,8 @@
 //!   run as its authors wrote it from ../shared/fixtures/horovod-examples, sent with `push`) on
 //!   a tiny-imagenet-shaped ImageFolder the test makes, declared in the profile's `[[data]]`
 //!   and so staged by `up` on every node's own disk (/staged): under `run --elastic` it grows
-//!   from 2 to 3 workers with `scale`, survives the killed new worker (`docker kill`: a
+//!   from 2 to 3 workers with `scale` (the first `scale` killed with SIGKILL in the new
+//!   worker's bootstrap, the same command again finishing it), survives the killed new worker (`docker kill`: a
 //!   preemption) replaced by `heal` under a new name (the discovery file lists it, not the killed one),
 //!   the added workers hold the dataset file for file before they join, and the checkpoint it
 //!   writes on /shared comes back with `pull` and loads into a ResNet-50 here. (The
@@ -144,14 +145,32 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
         assert!(push.status.success(), "{push:?}");
         let mut job = TutorialJob::start(&c, 4);
         job.wait_size(2, Duration::from_secs(300));
+        // `scale` killed (SIGKILL) once the new worker's bootstrap has begun, then the same
+        // command again (issue 52): it finishes with the worker the first one made (no
+        // duplicate, no manual step), and only then does discovery list it.
+        let scale = ["scale", c.profile.as_str(), "--workers", "3"];
+        let worker3 = format!("{}-worker-3", c.name);
+        common::interrupt::at_marker(
+            c.command(&scale),
+            "-KILL",
+            &format!("{worker3}: "),
+            Duration::from_secs(300),
+        );
         let scale_started = Instant::now();
-        assert!(c
-            .hvd(&["scale", &c.profile, "--workers", "3"])
-            .status
-            .success());
+        let again = c.hvd(&scale);
+        assert!(
+            again.status.success(),
+            "scale after a SIGKILL finishes: {}",
+            String::from_utf8_lossy(&again.stderr)
+        );
+        assert!(
+            !String::from_utf8_lossy(&again.stderr)
+                .contains(&format!("+ server {}-worker-4", c.name)),
+            "the resumed scale makes no second worker"
+        );
         job.wait_size(3, Duration::from_secs(300));
         eprintln!(
-            "new worker joined the job {:.0}s after `scale` started",
+            "new worker joined the job {:.0}s after the resumed `scale` started",
             scale_started.elapsed().as_secs_f64()
         );
         assert_eq!(
