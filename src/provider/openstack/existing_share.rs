@@ -77,8 +77,12 @@ impl OpenStackProvider {
         Ok(s.id)
     }
 
-    /// The cluster's kept or taken share, by its mark and the name it goes by in the cluster.
-    async fn cluster_share(&self, cluster: &str) -> Result<Option<Share>, ProviderError> {
+    /// The cluster's share (made, kept or taken), by its mark and the name it goes by in the
+    /// cluster.
+    pub(super) async fn cluster_share(
+        &self,
+        cluster: &str,
+    ) -> Result<Option<Share>, ProviderError> {
         let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);
         let name = Names(cluster).share();
         Ok(self

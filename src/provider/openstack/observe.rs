@@ -14,13 +14,7 @@ impl OpenStackProvider {
     /// The NFS export location of the cluster's Manila share (see [`pick_export`]), `None`
     /// when the cluster has no share or the share has no location yet.
     pub async fn share_export(&self, cluster: &str) -> Result<Option<String>, ProviderError> {
-        let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);
-        let name = Names(cluster).share();
-        let shares = self.os.share().list_shares(&meta).await?;
-        let Some(share) = shares
-            .iter()
-            .find(|s| super::existing_share::shown_name(s) == name)
-        else {
+        let Some(share) = self.cluster_share(cluster).await? else {
             return Ok(None);
         };
         let locations = self.os.share().export_locations(&share.id).await?;
