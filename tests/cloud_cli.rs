@@ -214,7 +214,14 @@ fn down_without_local_state_finds_everything_by_tag_and_keeps_the_kept_volume() 
     );
     kept_alone(&os);
 
-    // The next `up` makes the rest and attaches the same volume.
+    // The next `up` makes the rest and attaches the same volume, its master in the volume's
+    // zone (Cinder's and Nova's are both `nova` here), as `plan` says first.
+    let plan = c.run(&["plan", c.profile()]);
+    let said = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        said.contains("master: in availability zone `nova`, the zone of /shared's volume"),
+        "{said}"
+    );
     let up = c.run(&["up", c.profile(), "--infra-only"]);
     assert!(up.status.success());
     assert_eq!(volume_id(&c), first, "the kept volume, not a new one");

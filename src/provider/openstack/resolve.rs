@@ -98,6 +98,13 @@ impl OpenStackProvider {
             }
             self.resolved.existing_volume_gb = Some(found.size);
             self.resolved.existing_volume = Some(found.id);
+        } else if p.storage.volume_gb.is_some() {
+            // The cluster's own volume, already there (kept across `down`, or beside a master
+            // being replaced): the master goes into its zone, as for storage.volume.
+            if let Some(zone) = self.own_shared_volume_zone(&p.name).await? {
+                let nova = compute.list_availability_zones().await.unwrap_or_default();
+                self.resolved.master_zone = Some(master_zone(&zone, &nova));
+            }
         }
         if let Some(wanted) = &p.storage.share {
             let found = self.find_existing_share(&p.name, wanted).await?;
@@ -106,6 +113,23 @@ impl OpenStackProvider {
         }
         self.check_object_containers(p).await?;
         Ok(())
+    }
+
+    /// The availability zone of the volume `volume_gb` made for cluster `cluster`'s /shared,
+    /// when it exists (found by the cluster's mark and its name, never a root volume).
+    async fn own_shared_volume_zone(&self, cluster: &str) -> Result<Option<String>, ProviderError> {
+        let meta = BTreeMap::from([(super::META_KEY.to_string(), cluster.to_string())]);
+        let volumes = match self.os.volume().list_volumes(&meta).await {
+            Ok(v) => v,
+            Err(OpenStackError::Catalog { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let own = crate::plan::Names(cluster).volume();
+        Ok(volumes
+            .into_iter()
+            .filter(|v| !v.metadata.contains_key(super::ROOT_OF_KEY))
+            .find(|v| v.name.as_deref() == Some(own.as_str()) && !v.status.starts_with("error"))
+            .and_then(|v| v.availability_zone))
     }
 
     /// The object store's containers `[[data]]` reads: the catalog has an object store, and
