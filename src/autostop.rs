@@ -69,7 +69,7 @@ pub fn agent_config(p: &Profile, idle: Duration, target: &AutostopTarget) -> Val
             json!({"name": name, "id": id, "role": if i == 0 { "master" } else { "worker" }})
         })
         .collect();
-    json!({
+    let mut config = json!({
         "cluster": p.name.as_str(),
         "idle_seconds": idle.as_secs(),
         "tick_seconds": tick_for(idle),
@@ -80,7 +80,9 @@ pub fn agent_config(p: &Profile, idle: Duration, target: &AutostopTarget) -> Val
         "jupyter_port": 8888,
         "jupyter_token_file": format!("{NODE_DIR}/jupyter/token"),
         "log": AGENT_LOG,
-    })
+    });
+    target.tls.add_to(&mut config);
+    config
 }
 
 /// The fingerprint of an installed agent: its config (no secret) and its program.
@@ -241,6 +243,7 @@ mod tests {
             ],
             identity_url: "http://127.0.0.1:5000/v3".into(),
             compute_url: "http://127.0.0.1:8774/v2.1".into(),
+            tls: Default::default(),
         }
     }
 
@@ -285,6 +288,25 @@ mod tests {
             back["credential_secret"], "s3cr\"et",
             "JSON-quoted, read back whole"
         );
+    }
+
+    #[test]
+    fn the_clouds_ca_bundle_goes_to_the_agent_and_none_leaves_the_config_as_it_was() {
+        let p = profile("autostop = \"2m\"");
+        let idle = p.lifecycle.autostop_after().unwrap();
+        let plain = agent_config(&p, idle, &target());
+        assert!(plain.get("ca_pem").is_none() && plain.get("insecure").is_none());
+        let mut private = target();
+        private.tls.ca_pem = Some("-----BEGIN CERTIFICATE-----\nMIIB\n".into());
+        let with_ca = agent_config(&p, idle, &private);
+        assert_eq!(with_ca["ca_pem"], "-----BEGIN CERTIFICATE-----\nMIIB\n");
+        assert_ne!(
+            fingerprint(&plain),
+            fingerprint(&with_ca),
+            "a new CA reinstalls the agent"
+        );
+        private.tls.insecure = true;
+        assert_eq!(agent_config(&p, idle, &private)["insecure"], true);
     }
 
     #[test]

@@ -335,6 +335,7 @@ pub struct AutostopTarget {
     pub servers: Vec<(String, String)>,
     pub identity_url: String,
     pub compute_url: String,
+    pub tls: MasterTls,
 }
 
 /// Where the master reaches the cloud for `[[data]] object_store` copies.
@@ -344,6 +345,30 @@ pub struct DataTarget {
     pub identity_url: String,
     /// The object store's account URL (`.../v1/AUTH_<project>`), from the catalog.
     pub object_store_url: String,
+    pub tls: MasterTls,
+}
+
+/// How the master's own programs (the autostop agent, the object store copy) trust the
+/// cloud's HTTPS: as this machine does, by the cloud config's `cacert` bundle (a cloud with
+/// a private CA) and its `verify: false` / `insecure`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MasterTls {
+    /// The PEM bundle `cacert` names, as read here.
+    pub ca_pem: Option<String>,
+    pub insecure: bool,
+}
+
+impl MasterTls {
+    /// Adds `ca_pem` and `insecure` to a program's config, only when set: a cloud with
+    /// neither gives the config (and its fingerprint) it had before they existed.
+    pub fn add_to(&self, config: &mut serde_json::Value) {
+        if let Some(pem) = &self.ca_pem {
+            config["ca_pem"] = serde_json::json!(pem);
+        }
+        if self.insecure {
+            config["insecure"] = serde_json::json!(true);
+        }
+    }
 }
 
 /// A credential made for the master (its autostop agent, its copies from the object store);

@@ -32,12 +32,14 @@ const THREADS: u32 = 16;
 /// The credential file without its secret: what the fingerprint covers. The profile's
 /// `lifecycle.identity_url` (where the master reaches Keystone) wins over the cloud's own.
 pub fn credential_config(p: &Profile, target: &DataTarget, containers: &[String]) -> Value {
-    json!({
+    let mut config = json!({
         "cluster": p.name.as_str(),
         "identity_url": p.lifecycle.identity_url.as_deref().unwrap_or(&target.identity_url),
         "object_store_url": target.object_store_url,
         "containers": containers,
-    })
+    });
+    target.tls.add_to(&mut config);
+    config
 }
 
 /// The fingerprint of an installed credential file.
@@ -268,7 +270,20 @@ mod tests {
         DataTarget {
             identity_url: "http://127.0.0.1:5000/v3".into(),
             object_store_url: "http://203.0.113.1:8080/v1/AUTH_p1".into(),
+            tls: Default::default(),
         }
+    }
+
+    #[test]
+    fn the_clouds_ca_bundle_is_in_the_credential_file_and_its_fingerprint() {
+        let p = profile("[[data]]\nobject_store = \"ds/train\"\n");
+        let plain = credential_config(&p, &target(), &p.object_containers());
+        assert!(plain.get("ca_pem").is_none());
+        let mut private = target();
+        private.tls.ca_pem = Some("-----BEGIN CERTIFICATE-----\nMIIB\n".into());
+        let with_ca = credential_config(&p, &private, &p.object_containers());
+        assert_eq!(with_ca["ca_pem"], "-----BEGIN CERTIFICATE-----\nMIIB\n");
+        assert_ne!(fingerprint(&plain), fingerprint(&with_ca));
     }
 
     #[test]

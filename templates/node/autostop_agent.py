@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import time
+import ssl
 import urllib.error
 import urllib.request
 
@@ -46,9 +47,20 @@ def now():
     return time.time()
 
 
+def tls_context(config):
+    """How the cloud's HTTPS is trusted: as on the machine that installed the agent (its
+    cloud config's CA bundle, or no verification where it has `insecure`)."""
+    ctx = ssl.create_default_context(cadata=config.get("ca_pem"))
+    if config.get("insecure"):
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
 class Agent:
     def __init__(self, config):
         self.c = config
+        self.tls = tls_context(config)
         self.started = now()
         self.last_busy = self.started
         self.log_path = config.get("log", "/var/log/hvd-cluster/autostop.log")
@@ -167,7 +179,7 @@ class Agent:
             self.c["identity_url"].rstrip("/") + "/auth/tokens", data=body, method="POST",
             headers={"Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(req, timeout=30) as r:
+        with urllib.request.urlopen(req, timeout=30, context=self.tls) as r:
             return r.headers["X-Subject-Token"]
 
     def nova(self, token, method, path, body=None):
@@ -177,7 +189,7 @@ class Agent:
             headers={"X-Auth-Token": token, "Content-Type": "application/json",
                      "OpenStack-API-Version": "compute 2.90"},
         )
-        with urllib.request.urlopen(req, timeout=30) as r:
+        with urllib.request.urlopen(req, timeout=30, context=self.tls) as r:
             raw = r.read()
             return json.loads(raw) if raw else None
 

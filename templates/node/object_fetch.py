@@ -98,6 +98,12 @@ class Store:
         if url.scheme not in ("http", "https") or not url.hostname:
             raise Refused(f"object store URL {shown(cred['object_store_url'])} is not http(s)")
         self.url = url
+        # the cloud's HTTPS trusted as on the machine that sent the credential: its cloud
+        # config's CA bundle, or no verification where it has `insecure`
+        self.tls = ssl.create_default_context(cadata=cred.get("ca_pem"))
+        if cred.get("insecure"):
+            self.tls.check_hostname = False
+            self.tls.verify_mode = ssl.CERT_NONE
         self.base = url.path.rstrip("/")
         self.local = threading.local()
         self.lock = threading.Lock()
@@ -124,12 +130,11 @@ class Store:
         with self.lock:
             self.token = r.getheader("X-Subject-Token")
 
-    @staticmethod
-    def connect(url):
+    def connect(self, url):
         port = url.port or (443 if url.scheme == "https" else 80)
         if url.scheme == "https":
             return http.client.HTTPSConnection(url.hostname, port, timeout=120,
-                                               context=ssl.create_default_context())
+                                               context=self.tls)
         return http.client.HTTPConnection(url.hostname, port, timeout=120)
 
     def get(self, path, query=None):

@@ -309,6 +309,7 @@ impl Provider for OpenStackProvider {
             Ok(crate::provider::DataTarget {
                 identity_url: self.os.config().auth_url.clone(),
                 object_store_url: self.os.endpoint(openstack::Service::ObjectStore).await?,
+                tls: self.master_tls()?,
             })
         })
     }
