@@ -69,7 +69,15 @@ pub async fn stop(
         let freed = provider.stop(name, &workers).await;
         spinner.finish_and_clear();
         report.freed.add(freed?);
-        ctx.progress.line(format!("stopped {}", workers.join(", ")));
+        // those a `stop` before this one (interrupted) stopped already are not said again
+        let now: Vec<&str> = workers
+            .iter()
+            .filter(|w| !report.already.contains(w))
+            .map(String::as_str)
+            .collect();
+        if !now.is_empty() {
+            ctx.progress.line(format!("stopped {}", now.join(", ")));
+        }
     }
     if let Some(master) = master {
         let spinner = ctx.progress.spinner(&format!(
@@ -78,7 +86,9 @@ pub async fn stop(
         let freed = provider.stop(name, std::slice::from_ref(&master)).await;
         spinner.finish_and_clear();
         report.freed.add(freed?);
-        ctx.progress.line(format!("stopped {master}"));
+        if !report.already.contains(&master) {
+            ctx.progress.line(format!("stopped {master}"));
+        }
     }
     Ok(report)
 }
