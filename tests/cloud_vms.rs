@@ -33,8 +33,11 @@
 //! offloaded, the worker first, each shelve timed). With `HVD_TEST_VMS_START=1` (by hand, for
 //! CI's time) `start` then brings both back (the master's disk kept its image; the worker's
 //! blank ephemeral disk is made Docker's again and gets the image from the master); without
-//! it `down` deletes the stopped cluster. `down` leaves no server, volume, port, floating IP, security group, network,
-//! share, qemu process, bridge, tap, Ceph image or nftables rule. (`stop` by hand is proven against
+//! it `down` deletes the stopped cluster but /shared's Ceph volume, kept (`storage.keep`):
+//! read on this machine after `down` (its Ceph image exported, the ext4 read with debugfs) it
+//! holds the file written to /shared before the stop; the test then deletes it. `down` leaves
+//! no other server, volume, port, floating IP, security group, network, share, qemu process,
+//! bridge, tap, Ceph image or nftables rule. (`stop` by hand is proven against
 //! the same cloud in tests/cloud_cli.rs: the same Nova calls, no emulated guest.)
 //!
 //! Needs the cloud with its VM host (`tests/cloud/install && tests/cloud/start`, libvirt
@@ -329,6 +332,63 @@ impl DataPlane {
         }
         left
     }
+}
+
+/// After `down`: /shared's volume, kept (storage.keep), read on this machine without a guest
+/// (its Ceph image exported, the ext4 in it read with debugfs): (its name, what
+/// `/before-stop.txt` holds). Then deleted, as a user would once done with it, and waited for
+/// until Cinder and Ceph have let it go. `None` when there is none (a failed `up`).
+fn the_kept_volume_holds_the_file(
+    c: &TestCluster,
+    os: &hvd_cluster::openstack::OpenStack,
+    rt: &tokio::runtime::Runtime,
+) -> Option<(String, String)> {
+    let name = format!("{}-shared-volume", c.name);
+    let volumes = rt
+        .block_on(
+            os.volume()
+                .list_volumes(&std::collections::BTreeMap::from([(
+                    "hvd-cluster".to_string(),
+                    c.name.clone(),
+                )])),
+        )
+        .expect("list the cluster's volumes");
+    let volume = volumes
+        .into_iter()
+        .find(|v| v.name.as_deref() == Some(name.as_str()))?;
+    // Nothing here may panic: after a failed test the volume must still go, and the first
+    // failure be the one shown. What went wrong is in the text, which the caller checks.
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("shared.img");
+    let conf = cloud_dir().join("state/ceph/ceph.conf");
+    let export = Command::new("rbd")
+        .arg("-c")
+        .arg(&conf)
+        .args(["export", &format!("volumes/volume-{}", volume.id)])
+        .arg(&image)
+        .output();
+    let text = match export {
+        Ok(o) if o.status.success() => Command::new("debugfs")
+            .args(["-R", "cat /before-stop.txt"])
+            .arg(&image)
+            .output()
+            .map(|r| String::from_utf8_lossy(&r.stdout).into_owned())
+            .unwrap_or_else(|e| format!("debugfs: {e}")),
+        Ok(o) => format!("rbd export: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => format!("rbd export: {e}"),
+    };
+    if let Err(e) = rt.block_on(os.volume().delete_volume(&volume.id)) {
+        eprintln!("could not delete the kept volume {}: {e}", volume.id);
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while rt
+        .block_on(os.volume().get_volume(&volume.id))
+        .is_ok_and(|v| v.is_some())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    Some((name, text))
 }
 
 /// On the master guest, with the rendered GPU runtime script's functions: NVIDIA's repository
@@ -1100,9 +1160,11 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
     };
     let image = registry.as_ref().map(|r| r.image(GUEST_IMAGE));
     // One guest: the profile's master with two slots and no worker (see the module's doc).
+    // /shared's Ceph volume is kept by `down` (storage.keep): read after it (issue 50).
     let one_guest = |p: String| {
         p.replace("[workers]\ncount = 1\n", "[workers]\ncount = 0\n")
             .replace("[master]\n", "[master]\nslots = 2\n")
+            .replace("\nvolume_gb = 2 ", "\nkeep = true\nvolume_gb = 2 ")
     };
     let c = TestCluster::new("local-cloud-vms.toml", "t-vms", |p| match &registry {
         Some(r) => one_guest(p)
@@ -1118,8 +1180,9 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
         None => one_guest(p),
     });
     assert!(
-        std::fs::read_to_string(&c.profile)
-            .is_ok_and(|p| p.contains("count = 0\n") && p.contains("slots = 2\n")),
+        std::fs::read_to_string(&c.profile).is_ok_and(|p| p.contains("count = 0\n")
+            && p.contains("slots = 2\n")
+            && p.contains("keep = true")),
         "the test's profile has one guest with two slots"
     );
     if let (Some(r), Some(image)) = (&registry, &image) {
@@ -1320,10 +1383,12 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
         autostop_then_start(&c, job, dp, &fip, &mark, up_took, registry.as_ref());
     }));
 
-    // down, also after a failure, then nothing of the cluster anywhere.
+    // down, also after a failure, then nothing of the cluster anywhere but /shared's kept
+    // volume, which holds what the job wrote before the stop; the test deletes it then.
     let down = c.hvd(&["down", "--yes", &c.profile]);
     let rt = runtime();
     let os = rt.block_on(common::cloud::client("local-user"));
+    let kept = the_kept_volume_holds_the_file(&c, &os, &rt);
     let left = rt.block_on(leftovers(&os, &c.name));
     let mut traces = Vec::new();
     if let Some(dp) = &data_plane {
@@ -1345,6 +1410,17 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
         std::panic::resume_unwind(panic);
     }
     assert!(down.status.success(), "down fails");
+    let kept = kept.expect("down keeps /shared's volume");
+    assert!(
+        String::from_utf8_lossy(&down.stdout)
+            .contains(&format!("kept (storage.keep): volume {}", kept.0)),
+        "down names the kept volume"
+    );
+    assert!(
+        kept.1.contains("written before the stop by"),
+        "the kept volume holds /shared's file: {:?}",
+        kept.1
+    );
     assert_eq!(
         left,
         Vec::<String>::new(),
