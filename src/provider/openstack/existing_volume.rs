@@ -5,13 +5,33 @@
 use std::collections::BTreeMap;
 
 use super::{OpenStackProvider, KEEP_KEY, META_KEY};
-use crate::openstack::Volume;
+use crate::openstack::{OpenStackError, Volume};
 use crate::provider::ProviderError;
 
 /// Cinder metadata: the name a taken volume goes by in the cluster (its own name stays).
 pub const NAME_KEY: &str = "hvd-name";
 
 impl OpenStackProvider {
+    /// The availability zone of the volume `volume_gb` made for cluster `cluster`'s /shared,
+    /// when it exists (found by the cluster's mark and its name, never a root volume).
+    pub(super) async fn own_shared_volume_zone(
+        &self,
+        cluster: &str,
+    ) -> Result<Option<String>, ProviderError> {
+        let meta = BTreeMap::from([(META_KEY.to_string(), cluster.to_string())]);
+        let volumes = match self.os.volume().list_volumes(&meta).await {
+            Ok(v) => v,
+            Err(OpenStackError::Catalog { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let own = crate::plan::Names(cluster).volume();
+        Ok(volumes
+            .into_iter()
+            .filter(|v| !v.metadata.contains_key(super::ROOT_OF_KEY))
+            .find(|v| v.name.as_deref() == Some(own.as_str()) && !v.status.starts_with("error"))
+            .and_then(|v| v.availability_zone))
+    }
+
     /// The volume `wanted` names (an id, else exactly one volume of that name), checked for
     /// `cluster` (see [`takeable`]).
     pub(super) async fn find_existing_volume(

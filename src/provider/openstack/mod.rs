@@ -19,6 +19,7 @@ pub mod desired;
 mod existing_share;
 mod existing_volume;
 mod lifecycle;
+mod master_tls;
 mod observe;
 mod quota;
 mod reboot;

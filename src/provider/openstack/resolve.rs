@@ -115,23 +115,6 @@ impl OpenStackProvider {
         Ok(())
     }
 
-    /// The availability zone of the volume `volume_gb` made for cluster `cluster`'s /shared,
-    /// when it exists (found by the cluster's mark and its name, never a root volume).
-    async fn own_shared_volume_zone(&self, cluster: &str) -> Result<Option<String>, ProviderError> {
-        let meta = BTreeMap::from([(super::META_KEY.to_string(), cluster.to_string())]);
-        let volumes = match self.os.volume().list_volumes(&meta).await {
-            Ok(v) => v,
-            Err(OpenStackError::Catalog { .. }) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        let own = crate::plan::Names(cluster).volume();
-        Ok(volumes
-            .into_iter()
-            .filter(|v| !v.metadata.contains_key(super::ROOT_OF_KEY))
-            .find(|v| v.name.as_deref() == Some(own.as_str()) && !v.status.starts_with("error"))
-            .and_then(|v| v.availability_zone))
-    }
-
     /// The object store's containers `[[data]]` reads: the catalog has an object store, and
     /// each container is there for this user (checked before anything is made).
     async fn check_object_containers(&self, p: &Profile) -> Result<(), ProviderError> {
