@@ -265,15 +265,14 @@ fn start_vouches_for_new_host_keys(c: &TestCluster, nodes: &[String]) {
     );
     assert!(start.status.success(), "{err}");
     assert!(out.contains("3 rank(s) joined"), "{out}");
-    let vouched_in = |lines: &mut dyn Iterator<Item = &str>, n: &str| -> Vec<String> {
-        lines
-            .filter(|l| l.contains(&format!("] {n}: new SSH host key SHA256:")))
-            .map(String::from)
-            .collect()
-    };
     for n in nodes {
-        let mut lines = vouched_in(&mut interrupted.iter().map(String::as_str), n);
-        lines.extend(vouched_in(&mut err.lines(), n));
+        // what both runs said of this node's key
+        let lines: Vec<&str> = interrupted
+            .iter()
+            .map(String::as_str)
+            .chain(err.lines())
+            .filter(|l| l.contains(&format!("] {n}: new SSH host key SHA256:")))
+            .collect();
         assert_eq!(lines.len(), 1, "{n} vouched for once: {lines:?}\n{err}");
         assert!(
             lines[0].ends_with(

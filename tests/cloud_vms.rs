@@ -179,15 +179,18 @@ fn eventually_opens(source: Option<&str>, addr: &str, port: u16, limit: Duration
     }
 }
 
-/// A Ceph command (`ceph` or `rbd`) against the test cloud's cluster; its stdout.
-fn ceph(args: &[&str]) -> String {
-    let conf = cloud_dir().join("state/ceph/ceph.conf");
-    let out = Command::new(args[0])
+/// A Ceph command (`ceph` or `rbd`) against the test cloud's cluster, as it ended.
+fn ceph_output(args: &[&str]) -> std::io::Result<std::process::Output> {
+    Command::new(args[0])
         .arg("-c")
-        .arg(&conf)
+        .arg(cloud_dir().join("state/ceph/ceph.conf"))
         .args(&args[1..])
         .output()
-        .expect("run a Ceph command");
+}
+
+/// A Ceph command that must succeed; its stdout.
+fn ceph(args: &[&str]) -> String {
+    let out = ceph_output(args).expect("run a Ceph command");
     assert!(
         out.status.success(),
         "{args:?}: {}",
@@ -360,13 +363,12 @@ fn the_kept_volume_holds_the_file(
     // failure be the one shown. What went wrong is in the text, which the caller checks.
     let dir = tempfile::tempdir().unwrap();
     let image = dir.path().join("shared.img");
-    let conf = cloud_dir().join("state/ceph/ceph.conf");
-    let export = Command::new("rbd")
-        .arg("-c")
-        .arg(&conf)
-        .args(["export", &format!("volumes/volume-{}", volume.id)])
-        .arg(&image)
-        .output();
+    let export = ceph_output(&[
+        "rbd",
+        "export",
+        &format!("volumes/volume-{}", volume.id),
+        &image.to_string_lossy(),
+    ]);
     let text = match export {
         Ok(o) if o.status.success() => Command::new("debugfs")
             .args(["-R", "cat /before-stop.txt"])
