@@ -316,6 +316,16 @@ fn build_remote_names_one_of_the_recipe_images() {
         crate::provider::images_to_build(&p, false),
         ["base", "node"]
     );
+    // a user's own image, pulled or sent from here: our Horovod image is not built for it
+    for source in [ImageSource::Pull, ImageSource::Transfer] {
+        p.container.source = source;
+        assert_eq!(
+            crate::provider::images_to_build(&p, false),
+            ["base", "node"]
+        );
+    }
+    p.container.source = ImageSource::Build;
+    assert_eq!(crate::provider::images_to_build(&p, false), ["all"]);
 }
 
 #[test]

@@ -487,13 +487,14 @@ pub fn check_environment(p: &Profile) -> Result<(), local::SettingError> {
 
 /// How the image reaches the nodes, as far as this machine is concerned: the image targets
 /// (`scripts/build-images` names) to build here before `up` connects. Local nodes run the
-/// node image, so everything is built; a cloud's nodes get a `build` image sent to them,
-/// unless only the infrastructure is wanted.
+/// node image; our Horovod image is built too when the profile builds it here; a cloud's
+/// nodes get a `build` image sent to them, unless only the infrastructure is wanted.
 pub fn images_to_build(p: &Profile, infra_only: bool) -> &'static [&'static str] {
     match (p.provider, p.container.source) {
-        // the Horovod image is built on the master: here only what the nodes run
-        (ProviderKind::Local, ImageSource::BuildRemote) => &["base", "node"],
-        (ProviderKind::Local, _) => &["all"],
+        (ProviderKind::Local, ImageSource::Build) => &["all"],
+        // the Horovod image is built on the master, or is the user's own (pulled, or sent
+        // from this machine): here only what the nodes run
+        (ProviderKind::Local, _) => &["base", "node"],
         (_, ImageSource::Build) if !infra_only => &["horovod"],
         _ => &[],
     }
