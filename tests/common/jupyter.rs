@@ -97,7 +97,8 @@ pub fn terminal_exit(shown: &str) -> Option<u32> {
 
 /// In a terminal of the Jupyter server at `url`, the tutorial's `horovodrun` over the
 /// hostfile at our images' path runs the check job on all `ranks` slots of `c`, every rank
-/// allreducing the right sum.
+/// allreducing the right sum. `--gloo`: the clusters here run Gloo, and a bare horovodrun
+/// picks Open MPI where the image's Horovod has it (the stand-ins' has, since stop 61).
 pub fn horovodrun_in_terminal(c: &TestCluster, url: &str, ranks: u32) {
     let worker_ip = c.status_json()["nodes"]
         .as_array()
@@ -116,7 +117,7 @@ pub fn horovodrun_in_terminal(c: &TestCluster, url: &str, ranks: u32) {
     let shown = in_jupyter_terminal(
         url,
         &format!(
-            "horovodrun -np {ranks} --hostfile /horovod/generated/hostfile -p 12345 \
+            "horovodrun --gloo -np {ranks} --hostfile /horovod/generated/hostfile -p 12345 \
              --network-interfaces {iface} python /etc/hvd-cluster/check.py 2>&1 | grep HVD_RANK"
         ),
         Duration::from_secs(400),
