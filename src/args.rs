@@ -310,8 +310,9 @@ same command again sends only what is missing. The cluster remembers it: `scale`
     /// or GPUs; disks, addresses, network, keys and /shared are kept. Safe to repeat
     #[command(
         after_help = "On OpenStack the servers are shelved (and offloaded by the cloud's default \
-        shelved_offload_time = 0); locally the node containers are stopped. `start` (or `up`) \
-        brings the same cluster back."
+        shelved_offload_time = 0); locally the node containers are stopped. The image's archive \
+        the master keeps for scale and heal is removed first (it would go into the shelve \
+        snapshot). `start` (or `up`) brings the same cluster back."
     )]
     Stop {
         #[command(flatten)]

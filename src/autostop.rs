@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::bootstrap::NODE_DIR;
+use crate::bootstrap::{ARCHIVES, NODE_DIR};
 use crate::profile::Profile;
 use crate::provider::{AutostopTarget, Provider, ProviderError};
 use crate::ssh::{Ssh, SshError};
@@ -80,6 +80,8 @@ pub fn agent_config(p: &Profile, idle: Duration, target: &AutostopTarget) -> Val
         "jupyter_port": 8888,
         "jupyter_token_file": format!("{NODE_DIR}/jupyter/token"),
         "log": AGENT_LOG,
+        // the image's archive kept for `scale` and `heal`: not into the master's snapshot
+        "drop_before_shelve": ARCHIVES,
     });
     target.tls.add_to(&mut config);
     config

@@ -353,6 +353,14 @@ fn stop_and_start(c: &TestCluster) {
         )),
         "{err}"
     );
+    // The master's archive of the image, kept since `up` for `scale` and `heal`, is removed
+    // before the stop: it would go into a shelve snapshot.
+    assert!(
+        err.contains(&format!(
+            "{name}-master: removed the image's archive kept for scale and heal ("
+        )),
+        "{err}"
+    );
     let worker = err.find(&format!("stopped {name}-worker-1")).expect(&err);
     let master = err.find(&format!("stopped {name}-master")).expect(&err);
     assert!(worker < master, "workers first, the master last: {err}");

@@ -223,7 +223,16 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
         );
         // the worker `scale` added is preempted (rank 0, which prints the bars, runs on one
         // of the first two: whichever elastic Horovod chose)
-        job.preempt_and_heal(&c, "worker-3", Duration::from_secs(300));
+        let healed = job.preempt_and_heal(&c, "worker-3", Duration::from_secs(300));
+        // The master kept the image's archive from `up` (no stop since): the new worker gets
+        // it with no second `docker save` on the master.
+        assert!(
+            healed.contains(&format!(
+                "{}-master: the image's archive kept from an earlier delivery serves the workers",
+                c.name
+            )) && !healed.contains("-master: saved "),
+            "{healed}"
+        );
         // heal named the replacement anew: discovery lists it, not the killed worker
         assert_eq!(
             c.listed_in_discovery(),

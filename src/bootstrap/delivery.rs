@@ -9,6 +9,7 @@
 
 use futures::future::try_join_all;
 
+use super::archive::{kept_line, record_archive, reusable_archive, settle_archive};
 use super::image::{fan_out_image, lacking, local_has_zstd, local_image_id, ImageFile, IMAGE_PORT};
 use super::mirror;
 use super::room::{self, PullRoom};
@@ -59,7 +60,11 @@ pub(super) async fn ensure_image(
         };
         match registry_bytes(reader, image, inputs.pull_access.as_ref(), progress).await {
             Some(Ok(compressed)) => {
-                room::check_pull(image, master, &missing, way, compressed).await?
+                // the master's archive kept whole from an earlier delivery needs no room
+                let kept = way == PullRoom::MasterArchive
+                    && !missing.iter().any(|s| s.node.name == master.node.name)
+                    && reusable_archive(master, image, PULLED_ARCHIVE).await?;
+                room::check_pull(image, master, &missing, way, compressed, kept).await?
             }
             // The registry refuses this command's access (`scale` from a shell without the
             // credentials), and the master holds the image: the workers get the master's copy
@@ -124,11 +129,14 @@ pub(super) async fn ensure_image(
                     "serving {image} to {} worker(s) on port {IMAGE_PORT}",
                     workers.len()
                 ));
-                // every node has zstd (the docker step installs it)
-                let file = ImageFile { zstd: true };
+                let file = PULLED_ARCHIVE;
+                let kept = reusable_archive(master, image, file).await?;
+                if kept {
+                    progress.line(kept_line(master));
+                }
                 let fanned =
-                    fan_out_image(master, &workers, image, file, false, inputs.fanout).await;
-                let _ = master.ssh.sudo(&format!("rm -f {}", file.path())).await;
+                    fan_out_image(master, &workers, image, file, kept, inputs.fanout).await;
+                settle_archive(master, file).await;
                 for line in fanned? {
                     progress.line(&line);
                 }
@@ -166,12 +174,17 @@ pub(super) async fn ensure_image(
                     zstd: local_has_zstd().await,
                 },
             };
-            // Only workers lack it: the master saves an archive for them (room checked here;
-            // an upload checked every node before it sent a byte).
-            if uploaded.is_none() {
-                room::check_delivery(image, master, &workers, file.zstd).await?;
-            }
+            // Only workers lack it: the master serves the archive it kept whole from an
+            // earlier delivery, or saves one for them (room checked here; an upload checked
+            // every node before it sent a byte).
             let received = uploaded.is_some();
+            let kept = !received && reusable_archive(master, image, file).await?;
+            if !received {
+                room::check_delivery(image, master, &workers, file.zstd, kept).await?;
+            }
+            if kept {
+                progress.line(kept_line(master));
+            }
             bars[0].set_message(format!(
                 "loading {image}; serving it to {} worker(s) on port {IMAGE_PORT}",
                 workers.len()
@@ -197,10 +210,24 @@ pub(super) async fn ensure_image(
                 if workers.is_empty() {
                     return Ok(Vec::new());
                 }
-                fan_out_image(master, &workers, image, file, received, inputs.fanout).await
+                fan_out_image(
+                    master,
+                    &workers,
+                    image,
+                    file,
+                    received || kept,
+                    inputs.fanout,
+                )
+                .await
             };
             let (loaded, fanned) = tokio::join!(master_load, fan_out);
-            let _ = master.ssh.sudo(&format!("rm -f {}", file.path())).await;
+            // A whole upload the master loaded stays for `scale` and `heal`, recorded by the
+            // image's id there.
+            let whole = uploaded.as_ref().is_some_and(|u| u.whole);
+            if whole && matches!(loaded, Ok(Some(_))) && fanned.is_ok() {
+                record_archive(master, image, file).await;
+            }
+            settle_archive(master, file).await;
             if let Some(secs) = loaded? {
                 progress.line(format!("{}: docker load {secs:.1}s", master.node.name));
             }
@@ -216,6 +243,10 @@ pub(super) async fn ensure_image(
     ));
     Ok(1)
 }
+
+/// The archive the master saves of a pulled image for the workers: every node has zstd (the
+/// docker step installs it).
+const PULLED_ARCHIVE: ImageFile = ImageFile { zstd: true };
 
 /// `docker ARGS IMAGE` as root on a node, with the registry's CA (when the profile names one)
 /// in Docker's `certs.d` for that registry and the credentials (when there are any) in a

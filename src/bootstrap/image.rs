@@ -9,6 +9,7 @@ use std::process::Stdio;
 
 use futures::future::try_join_all;
 
+use super::archive::prepare_command;
 use super::{fanout, BootstrapError, NodeSession, NODE_DIR};
 use crate::ssh;
 use crate::templates;
@@ -71,6 +72,12 @@ impl ImageFile {
         } else {
             "cat"
         }
+    }
+    /// Beside the file, the id of the image it holds whole: written once the file is complete
+    /// and whole (no layer left out), so that `scale` and `heal` serve it again instead of
+    /// saving the image anew (minutes under emulation); removed first by whatever writes it.
+    pub fn id_path(self) -> String {
+        format!("{}.id", self.path())
     }
 }
 
@@ -163,8 +170,9 @@ const IMAGE_SERVER: Background = Background {
     log: "/var/tmp/hvd-cluster-image-serve.log",
 };
 
-/// The master → workers leg over plain TCP inside the cluster: the master keeps what it
-/// received (or saves the image, compressed when `file.zstd`) and serves it once to each of
+/// The master → workers leg over plain TCP inside the cluster: the master serves `file` when
+/// `ready` (what it received, or the archive it kept whole from an earlier delivery), or saves
+/// the image there first (compressed when `file.zstd`, its id beside it), and serves it once to each of
 /// its children in the tree on its private address, port [`IMAGE_PORT`]; each worker passes
 /// the bytes on to its own children and streams them through zstd straight into
 /// `docker load`, with no copy on its disk. The byte count is checked
@@ -176,7 +184,7 @@ pub async fn fan_out_image(
     workers: &[&NodeSession],
     image: &str,
     file: ImageFile,
-    received: bool,
+    ready: bool,
     degree: usize,
 ) -> Result<Vec<String>, BootstrapError> {
     let quoted_image = ssh::shell_quote(image);
@@ -190,19 +198,10 @@ pub async fn fan_out_image(
             0o755,
         )
         .await?;
-    // What the master just received is the image; anything else there may be stale.
-    let save = if received {
-        format!("test -s {path}")
-    } else if file.zstd {
-        format!("rm -f {path}; docker save {quoted_image} | zstd -1 -T0 -q -c > {path}")
-    } else {
-        format!("rm -f {path}; docker save -o {path} {quoted_image}")
-    };
+    let started = std::time::Instant::now();
     let prepared = master
         .ssh
-        .sudo(&format!(
-            "set -e -o pipefail\n{save}\necho \"bytes=$(stat -c %s {path})\"\n"
-        ))
+        .sudo(&prepare_command(&quoted_image, file, ready))
         .await?;
     let Some(bytes) = field(&prepared, "bytes").and_then(|b| b.parse::<u64>().ok()) else {
         return Err(BootstrapError::Other(format!(
@@ -211,6 +210,13 @@ pub async fn fan_out_image(
             prepared.trim()
         )));
     };
+    let saved = (!ready).then(|| {
+        format!(
+            "{}: saved {image} for the workers in {:.1}s (kept until `stop` for `scale` and `heal`)",
+            master.node.name,
+            started.elapsed().as_secs_f64()
+        )
+    });
     // The fan-out tree: the master serves its children, every worker relays to its own.
     let places = fanout::tree(workers.len(), degree);
     let address = |i: usize| workers[i].host.address().to_string();
@@ -289,9 +295,10 @@ pub async fn fan_out_image(
         }
     }))
     .await;
-    // The server exits once every worker was served; stop it anyway (the caller drops the file).
+    // The server exits once every worker was served; stop it anyway (the caller settles the
+    // file: [`super::archive::settle_archive`]).
     let _ = master.ssh.sudo(&IMAGE_SERVER.end()).await;
-    fetched
+    Ok(saved.into_iter().chain(fetched?).collect())
 }
 
 /// A worker's part in the fan-out tree: the address it listens on for its children, and theirs.

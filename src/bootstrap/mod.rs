@@ -5,6 +5,7 @@
 //! has GPUs), /shared, the Horovod image, the cluster's keys and files, the Horovod container,
 //! then every container's sshd. A second run applies nothing.
 
+pub mod archive;
 pub mod delivery;
 pub mod fanout;
 pub mod image;
@@ -28,6 +29,7 @@ use crate::ssh::{self, SshError};
 use crate::state::{ClusterDir, StateError};
 use crate::wait::{wait_until, Probe, WaitError};
 
+pub use archive::{ARCHIVES, DROP_ARCHIVES};
 pub use image::{local_image_id, worker_fetch_command, ImageFile, Relay, Transfer, IMAGE_PORT};
 use reboot::NodePass;
 pub use reboot::RebootRequest;

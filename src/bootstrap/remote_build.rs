@@ -8,6 +8,7 @@
 use base64::Engine as _;
 use serde::Serialize;
 
+use super::archive::{kept_line, reusable_archive, settle_archive};
 use super::image::{fan_out_image, lacking, ImageFile};
 use super::{room, BootstrapError, NodeSession};
 use crate::images;
@@ -139,9 +140,10 @@ pub(super) async fn build_on_master(
     if !workers.is_empty() {
         // every node has zstd (the docker step installs it)
         let file = ImageFile { zstd: true };
+        let kept = reusable_archive(master, image, file).await?;
         match master_image_bytes(master, image).await? {
             Some(unpacked) => {
-                room::check_loads(image, master, &workers, unpacked, file.zstd).await?
+                room::check_loads(image, master, &workers, unpacked, file.zstd, kept).await?
             }
             None => progress.line(format!(
                 "{name}: could not read the size of {image}: the workers' room is not checked"
@@ -152,8 +154,11 @@ pub(super) async fn build_on_master(
             workers.len(),
             super::IMAGE_PORT
         ));
-        let fanned = fan_out_image(master, &workers, image, file, false, fanout).await;
-        let _ = master.ssh.sudo(&format!("rm -f {}", file.path())).await;
+        if kept {
+            progress.line(kept_line(master));
+        }
+        let fanned = fan_out_image(master, &workers, image, file, kept, fanout).await;
+        settle_archive(master, file).await;
         for line in fanned? {
             progress.line(&line);
         }

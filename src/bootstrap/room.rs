@@ -2,7 +2,7 @@
 //! node's Docker keeps images is compared with what the image needs there. `docker load`
 //! first unpacks the whole archive into Docker's own tmp folder, then each layer, so a node
 //! needs about twice the image's unpacked size; the master also keeps the archive in /var/tmp
-//! while the workers fetch it. A node with too little is named in one line, with the profile
+//! for the workers (until `stop`: `scale` and `heal` serve it again, with no room to find). A node with too little is named in one line, with the profile
 //! key that gives it room, and nothing is sent anywhere.
 
 use futures::future::try_join_all;
@@ -184,28 +184,31 @@ fn gb(bytes: u64) -> String {
 
 /// The room check of one delivery from this machine, before a byte is sent: every node in
 /// `loading` (the master among them when it lacks the image) loads it, and the master keeps
-/// the archive for the workers. Nothing to check when the image is not here (the caller says
-/// why it cannot send it).
+/// the archive for the workers (unless `archive_kept`: it holds it already). Nothing to check
+/// when the image is not here (the caller says why it cannot send it).
 pub async fn check_delivery(
     image: &str,
     master: &NodeSession,
     loading: &[&NodeSession],
     zstd: bool,
+    archive_kept: bool,
 ) -> Result<(), BootstrapError> {
     let Some(unpacked) = crate::images::local_image_bytes(image).await else {
         return Ok(());
     };
-    check_loads(image, master, loading, unpacked, zstd).await
+    check_loads(image, master, loading, unpacked, zstd, archive_kept).await
 }
 
 /// The room check of an image of `unpacked` bytes that the master passes on: every node in
-/// `loading` loads it, and the master keeps its archive for the workers.
+/// `loading` loads it, and the master keeps its archive for the workers (unless
+/// `archive_kept`: it holds it already, kept whole from an earlier delivery).
 pub async fn check_loads(
     image: &str,
     master: &NodeSession,
     loading: &[&NodeSession],
     unpacked: u64,
     zstd: bool,
+    archive_kept: bool,
 ) -> Result<(), BootstrapError> {
     let mut needs: Vec<Need> = loading
         .iter()
@@ -215,7 +218,9 @@ pub async fn check_loads(
             tmp: 0,
         })
         .collect();
-    keeps_archive(&mut needs, master, archive_needs(unpacked, zstd));
+    if !archive_kept {
+        keeps_archive(&mut needs, master, archive_needs(unpacked, zstd));
+    }
     check(image, Arrival::Sent { unpacked }, &needs).await
 }
 
@@ -251,13 +256,15 @@ pub enum PullRoom {
 
 /// The room check of a pull, before a byte is pulled: the image's layers are `compressed`
 /// bytes (the registry's manifest); each of `lacking` pulls them, or (`MasterArchive`) loads
-/// the master's archive; the master keeps the mirror's blobs or the archive in /var/tmp.
+/// the master's archive; the master keeps the mirror's blobs or the archive in /var/tmp
+/// (unless `archive_kept`: it holds that archive already).
 pub async fn check_pull(
     image: &str,
     master: &NodeSession,
     lacking: &[&NodeSession],
     way: PullRoom,
     compressed: u64,
+    archive_kept: bool,
 ) -> Result<(), BootstrapError> {
     let unpacked = unpacked_estimate(compressed);
     let is_master = |n: &NodeSession| n.node.name == master.node.name;
@@ -277,7 +284,7 @@ pub async fn check_pull(
     match way {
         PullRoom::EveryNode => {}
         PullRoom::Mirror => keeps_archive(&mut needs, master, compressed),
-        PullRoom::MasterArchive if workers > 0 => {
+        PullRoom::MasterArchive if workers > 0 && !archive_kept => {
             keeps_archive(&mut needs, master, archive_needs(unpacked, true))
         }
         PullRoom::MasterArchive => {}

@@ -7,6 +7,7 @@ use std::process::Stdio;
 
 use futures::future::try_join_all;
 
+use super::archive::reusable_archive;
 use super::image::{lacking, local_has_zstd, local_image_id, ImageFile, Transfer};
 use super::room;
 use super::{layers, BootstrapError, Inputs, NodeSession};
@@ -19,6 +20,8 @@ use crate::ssh;
 pub struct Uploaded {
     pub file: ImageFile,
     pub transfer: Transfer,
+    /// No layer left out: the file is the image for any node (kept for `scale` and `heal`).
+    pub whole: bool,
 }
 
 /// The first leg, started beside the node steps (it needs only SSH and the master's disk,
@@ -60,7 +63,9 @@ pub(super) async fn upload_early(
     let file = ImageFile {
         zstd: local_has_zstd().await,
     };
-    room::check_delivery(image, master, &missing, file.zstd).await?;
+    // The master lacks the image: any archive it kept is stale, and goes before its room is read.
+    reusable_archive(master, image, file).await?;
+    room::check_delivery(image, master, &missing, file.zstd, false).await?;
     // Layers every receiver already holds (an earlier build of the image) stay out of the
     // archive: `docker load` never reads them. A node without Docker yet holds none.
     let shared = shared_layers(image, &missing).await?;
@@ -73,7 +78,11 @@ pub(super) async fn upload_early(
     let bar = progress.spinner("image");
     let transfer = send_image_to_master(master, image, file, shared.count, &bar).await?;
     progress.line(format!("{}: {}", master.node.name, transfer.describe()));
-    Ok(Some(Uploaded { file, transfer }))
+    Ok(Some(Uploaded {
+        file,
+        transfer,
+        whole: shared.count == 0,
+    }))
 }
 
 /// Counts the bytes read through it.
@@ -99,9 +108,13 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counting<R> {
 
 /// The command the master runs on the image stream from this machine: kept as it came, in
 /// the file it loads and the workers fetch (a partial file from an interrupted `up` is
-/// replaced).
+/// replaced; the id beside an earlier one goes first).
 pub fn master_receive_command(file: ImageFile) -> String {
-    let script = format!("set -e -o pipefail; cat > {}", file.path());
+    let script = format!(
+        "set -e -o pipefail; rm -f {}; cat > {}",
+        file.id_path(),
+        file.path()
+    );
     format!("sudo -n bash -c {}", ssh::shell_quote(&script))
 }
 
@@ -332,11 +345,11 @@ mod tests {
         let plain = ImageFile { zstd: false };
         assert_eq!(
             master_receive_command(zstd),
-            "sudo -n bash -c 'set -e -o pipefail; cat > /var/tmp/hvd-cluster-image.tar.zst'"
+            "sudo -n bash -c 'set -e -o pipefail; rm -f /var/tmp/hvd-cluster-image.tar.zst.id; cat > /var/tmp/hvd-cluster-image.tar.zst'"
         );
         assert_eq!(
             master_receive_command(plain),
-            "sudo -n bash -c 'set -e -o pipefail; cat > /var/tmp/hvd-cluster-image.tar'"
+            "sudo -n bash -c 'set -e -o pipefail; rm -f /var/tmp/hvd-cluster-image.tar.id; cat > /var/tmp/hvd-cluster-image.tar'"
         );
         assert_eq!(zstd.decompress(), "zstd -d -q -c");
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use crate::bootstrap::{BootstrapError, NodeSession};
+use crate::bootstrap::{BootstrapError, NodeSession, DROP_ARCHIVES};
 use crate::cluster::{self, Existing};
 use crate::context::Context;
 use crate::error::Error;
@@ -376,10 +376,12 @@ pub(super) fn slots_taken(refusal: &SlotsRefusal, name: &str, shown: &str, what:
     }
 }
 
-/// Before `stop`: the master's queued and running jobs. Without `force` a stop under them is
-/// refused in one line; with it they are marked so that their runner records them
-/// interrupted (the stop ends them). Nothing to ask where no job was submitted from this
-/// folder, or the master is stopped or does not answer in 20 s (said in a line).
+/// Before `stop`, on the master while it runs: its queued and running jobs, and the image's
+/// archive it keeps for `scale` and `heal` (removed: it would go into the shelve snapshot).
+/// Without `force` a stop under a job is refused in one line; with it the jobs are marked so
+/// that their runner records them interrupted (the stop ends them). Nothing to ask where the
+/// master is stopped, or was never reached from this folder; one that does not answer in 20 s
+/// is stopped as it is (said in a line).
 pub(super) async fn before_stop(
     ctx: &Context,
     dir: &ClusterDir,
@@ -389,9 +391,6 @@ pub(super) async fn before_stop(
     shown: &str,
     force: bool,
 ) -> Result<(), Error> {
-    if !dir.path.join(SUBMITTED_MARK).exists() {
-        return Ok(());
-    }
     let master_name = Names(name).master();
     if !servers
         .iter()
@@ -399,13 +398,18 @@ pub(super) async fn before_stop(
     {
         return Ok(());
     }
+    let submitted = dir.path.join(SUBMITTED_MARK).exists();
     let nodes = provider.nodes(name).await?;
     let asked = async {
         let Some(connected) = cluster::connect_master_from_folder(dir, &nodes).await else {
             return Ok(None);
         };
         let ssh = connected?;
-        let jobs = runner_list(&ssh, "list").await.map_err(|e| e.to_string())?;
+        let jobs = if submitted {
+            runner_list(&ssh, "list").await.map_err(|e| e.to_string())?
+        } else {
+            Vec::new()
+        };
         Ok::<_, String>(Some((ssh, jobs)))
     };
     let (ssh, jobs) = match tokio::time::timeout(Duration::from_secs(20), asked).await {
@@ -425,15 +429,17 @@ pub(super) async fn before_stop(
         }
     };
     let mut live: Vec<&Job> = jobs.iter().filter(|j| !j.state.ended()).collect();
-    let Some(words) = job_ahead_line(&live) else {
-        return Ok(());
-    };
-    if !force {
+    let words = job_ahead_line(&live);
+    if let (Some(words), false) = (&words, force) {
         return Err(Error::Runtime(format!(
             "cluster `{name}` has {words}: `stop` would interrupt it; `hvd-cluster logs {shown} --follow` waits for the latest, \
              `hvd-cluster cancel {shown} --all` ends them, `hvd-cluster stop {shown} --force` stops anyway (recorded interrupted)"
         )));
     }
+    drop_image_archive(ctx, &ssh, &master_name).await;
+    let Some(words) = words else {
+        return Ok(());
+    };
     // the queued ones first, so that none starts once the running one ends
     live.sort_by_key(|j| (j.state == State::Running, j.id));
     for job in &live {
@@ -444,4 +450,32 @@ pub(super) async fn before_stop(
         "--force: {words}, recorded interrupted by this stop"
     ));
     Ok(())
+}
+
+/// The image's archive the master keeps for `scale` and `heal` would go into its shelve
+/// snapshot: removed, best effort, said with its size when there was one.
+async fn drop_image_archive(ctx: &Context, ssh: &Ssh, master: &str) {
+    let dropped = tokio::time::timeout(Duration::from_secs(20), ssh.sudo(DROP_ARCHIVES)).await;
+    match dropped {
+        Ok(Ok(out)) => {
+            let bytes = out
+                .trim()
+                .strip_prefix("dropped=")
+                .and_then(|b| b.parse::<u64>().ok())
+                .unwrap_or(0);
+            if bytes > 0 {
+                ctx.progress.line(format!(
+                    "{master}: removed the image's archive kept for scale and heal ({:.1} MB), not to go into the stop's snapshot",
+                    bytes as f64 / 1e6
+                ));
+            }
+        }
+        Ok(Err(e)) => ctx.progress.line(format!(
+            "{master}: could not remove the image's archive ({}); stopping",
+            input::shown_message(&e.to_string(), 160)
+        )),
+        Err(_) => ctx.progress.line(format!(
+            "{master}: the image's archive not removed in 20s; stopping"
+        )),
+    }
 }

@@ -2,7 +2,9 @@
 //! holds no vCPUs, RAM or GPUs, keeping everything else (disks, addresses, network, security
 //! groups, keys, the share and /shared), and says what it handed back. Safe to interrupt and
 //! repeat. `start` (or `up`) brings the same cluster back. A queued or running job on the
-//! master stops it, unless `--force` (the job is then recorded interrupted).
+//! master stops it, unless `--force` (the job is then recorded interrupted). The image's
+//! archive the master keeps for `scale` and `heal` is removed first: it would go into the
+//! master's shelve snapshot.
 
 use super::jobs::before_stop;
 use super::output::{emit, print_stopped};

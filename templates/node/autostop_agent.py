@@ -19,6 +19,7 @@
 #   autostop_agent.py CONFIG.json --publish TEXT   # says TEXT for `status` (e.g. "off")
 
 import datetime
+import glob
 import json
 import os
 import shutil
@@ -243,11 +244,28 @@ class Agent:
         if workers and not self.shelve(token, workers):
             self.log("workers not all shelved; the master stays up, trying again")
             return False
+        self.drop_before_shelve()
         self.log("shelving the master; this agent stops with it")
         for name, sid in master:
             self.nova(self.token(), "POST", "/servers/%s/action" % sid, {"shelve": None})
             self.log("%s: shelve sent" % name)
         return True
+
+    def drop_before_shelve(self):
+        """Removes the files the config names (a glob: the image's archive kept on the master
+        for `scale` and `heal`), which would otherwise go into the master's shelve snapshot."""
+        pattern = self.c.get("drop_before_shelve")
+        if not pattern:
+            return
+        dropped = 0
+        for path in glob.glob(pattern):
+            try:
+                dropped += os.path.getsize(path)
+                os.remove(path)
+            except OSError as e:
+                self.log("could not remove %s: %s" % (path, describe(e)))
+        if dropped:
+            self.log("removed the image's archive (%.1f MB): not into the snapshot" % (dropped / 1e6))
 
     def publish(self, state):
         """Says on the master's server what the agent decided, for `hvd-cluster status` (one

@@ -205,7 +205,8 @@ impl TutorialJob {
     /// A preemption under the tutorial at world size 3: `worker`'s machine disappears
     /// (`docker kill`), the job goes on at 2, `heal` names and replaces it, the job is back at
     /// 3 within `regrow`. (Rank 0 as the job started prints the bars: `worker` must not be the node it runs on.)
-    pub fn preempt_and_heal(&mut self, c: &TestCluster, worker: &str, regrow: Duration) {
+    /// Returns what `heal` said on stderr.
+    pub fn preempt_and_heal(&mut self, c: &TestCluster, worker: &str, regrow: Duration) -> String {
         let killed = format!("{}-{worker}", c.name);
         assert!(Command::new("docker")
             .args(["kill", &killed])
@@ -218,6 +219,7 @@ impl TutorialJob {
         let healed = String::from_utf8_lossy(&heal.stdout);
         assert!(healed.contains(&killed), "{healed}");
         self.wait_size(3, regrow);
+        String::from_utf8_lossy(&heal.stderr).into_owned()
     }
 }
 
