@@ -682,6 +682,7 @@ mod tests {
                         id: "late-1".into(),
                         health: Health::Pending,
                         kept: false,
+                        called: None,
                     }]
                 } else {
                     vec![]
@@ -780,6 +781,7 @@ mod tests {
             id: "1".into(),
             health: Health::Ready,
             kept: false,
+            called: None,
         }];
         let f = in_flight("demo-master", Kind::Server, 1000);
         assert!(unseen_in_flight(&f, &shown, 1010, window).is_empty());

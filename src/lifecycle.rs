@@ -147,6 +147,7 @@ mod tests {
             id: format!("id-{name}"),
             health,
             kept: false,
+            called: None,
         }
     }
 

@@ -447,10 +447,13 @@ fn a_kept_share_outlives_down_and_an_existing_one_is_taken_and_left() {
         .success());
     assert_eq!(share_of(&user), made.id, "the project's share is /shared");
     open_to_subnet(&made.id);
-    assert!(user
-        .run(&["down", "--yes", user.profile()])
-        .status
-        .success());
+    let down = user.run(&["down", "--yes", user.profile()]);
+    assert!(down.status.success());
+    let out = String::from_utf8_lossy(&down.stdout);
+    assert!(
+        out.contains(&format!("deleted; kept (storage.keep): share {mine}")),
+        "down names the share as the user did: {out}"
+    );
     let after = rt
         .block_on(os.share().get_share(&made.id))
         .unwrap()

@@ -111,7 +111,7 @@ pub async fn down(ctx: &Context, target: Target, yes: bool) -> Result<u8, Error>
         .resources
         .iter()
         .filter(|o| o.kept)
-        .map(|o| format!("{} {}", o.kind.label(), input::shown(&o.name)))
+        .map(|o| format!("{} {}", o.kind.label(), input::shown(o.shown_name())))
         .collect();
     if kept.is_empty() {
         println!("cluster `{name}`: deleted; nothing tagged with it is left");
@@ -133,7 +133,7 @@ async fn on_the_master(dir: &ClusterDir, name: &str, observed: &Observation) -> 
         .resources
         .iter()
         .find(|o| matches!(o.kind, Kind::Volume | Kind::Share) && o.kept)
-        .map(|o| format!("{} {}", o.kind.label(), input::shown(&o.name)));
+        .map(|o| format!("{} {}", o.kind.label(), input::shown(o.shown_name())));
     let server = observed
         .resources
         .iter()

@@ -201,7 +201,7 @@ pub fn teardown_summary(observed: &Observation) -> Vec<String> {
             "kept: {} {} ({}), marked storage.keep: the next `up` finds it with its files; \
              delete it by hand when it is no longer needed",
             o.kind.label(),
-            crate::input::shown(&o.name),
+            crate::input::shown(o.shown_name()),
             crate::input::shown(&o.id)
         ));
     }

@@ -305,6 +305,17 @@ pub struct Observed {
     /// or a plan, found again by the next `up`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub kept: bool,
+    /// Its own name in the cloud where the cluster knows it by another (a volume or share
+    /// taken by `storage.volume` or `storage.share`): what the user named, shown by `down`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub called: Option<String>,
+}
+
+impl Observed {
+    /// How the user knows it: its own name where the cluster calls it otherwise.
+    pub fn shown_name(&self) -> &str {
+        self.called.as_deref().unwrap_or(&self.name)
+    }
 }
 
 /// What the cloud holds for one cluster.

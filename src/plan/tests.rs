@@ -63,6 +63,7 @@ fn observed_all(p: &Profile) -> Observation {
                 id: format!("id-{}", desired.name),
                 health: Health::Ready,
                 kept: false,
+                called: None,
             },
             other => panic!("fresh plan must only create, got {other:?}"),
         })
@@ -245,6 +246,7 @@ fn tagged_leftovers_are_deleted_and_pending_kept() {
         id: "v".into(),
         health: Health::Ready,
         kept: false,
+        called: None,
     });
     for o in &mut obs.resources {
         if o.name == "demo-worker-1" {
@@ -276,6 +278,7 @@ fn a_duplicate_under_a_claimed_name_is_deleted() {
             id: "stray".into(),
             health: Health::Failed("left incomplete by an interrupted run".into()),
             kept: false,
+            called: None,
         };
         if first {
             obs.resources.insert(0, stray);
@@ -385,6 +388,7 @@ fn teardown_summary_shortens_long_lists_and_escapes_the_clouds_names() {
         name,
         health: Health::Ready,
         kept: false,
+        called: None,
     };
     let mut resources: Vec<Observed> = (10..30).map(|i| server(format!("c-worker-{i}"))).collect();
     resources.push(server("c-master\n\u{1b}[2Jx".into()));
@@ -649,6 +653,9 @@ fn an_existing_volume_is_taken_and_then_kept() {
     let mut obs = observed_all(&p);
     for o in &mut obs.resources {
         o.kept = o.kind == Kind::Volume;
+        if o.kept {
+            o.called = Some("datasets".into());
+        }
     }
     let again = plan(&p, &obs);
     assert!(again.is_noop(), "{again:?}");
@@ -656,6 +663,14 @@ fn an_existing_volume_is_taken_and_then_kept() {
         .actions
         .iter()
         .all(|a| a.kind() != Kind::Volume));
+    // `down` names it as the user did, not by the cluster's name for it
+    let said = teardown_summary(&obs);
+    assert!(
+        said.last()
+            .unwrap()
+            .starts_with("kept: volume datasets (id-demo-shared-volume), marked storage.keep"),
+        "{said:?}"
+    );
 }
 
 /// `storage.share` and a kept share: the share is taken (or made) marked to be kept, costs no

@@ -180,6 +180,7 @@ mod tests {
             id: format!("id-{name}"),
             health: Health::Ready,
             kept: false,
+            called: None,
         };
         let kept = screen.observed(
             "demo",

@@ -377,6 +377,7 @@ impl LocalProvider {
                     id: l.id,
                     health: Health::Ready,
                     kept: false,
+                    called: None,
                 })
                 .collect()),
             Kind::Volume => {
@@ -399,6 +400,7 @@ impl LocalProvider {
                         name: l.name,
                         health: Health::Ready,
                         kept: false,
+                        called: None,
                     })
                     .collect())
             }
@@ -420,6 +422,7 @@ impl LocalProvider {
                             id: c.id,
                             health,
                             kept: false,
+                            called: None,
                         }
                     })
                     .collect::<futures::stream::FuturesOrdered<_>>()

@@ -245,6 +245,12 @@ pub fn shown_name(s: &Share) -> String {
         .unwrap_or_default()
 }
 
+/// A taken share's own name, where the cluster calls it by another ([`NAME_KEY`]).
+pub fn called(s: &Share) -> Option<String> {
+    let ours = s.metadata.get(NAME_KEY)?;
+    s.name.as_ref().filter(|own| *own != ours).cloned()
+}
+
 /// The profile's key this module serves.
 const FIELD: &str = "storage.share";
 

@@ -80,6 +80,12 @@ impl OpenStackProvider {
     }
 }
 
+/// A taken volume's own name, where the cluster calls it by another ([`NAME_KEY`]).
+pub fn called(v: &Volume) -> Option<String> {
+    let ours = v.metadata.get(NAME_KEY)?;
+    v.name.as_ref().filter(|own| *own != ours).cloned()
+}
+
 /// The profile's key this module serves.
 const FIELD: &str = "storage.volume";
 
@@ -215,5 +221,19 @@ mod tests {
                 ("hvd-name".to_string(), "demo-shared-volume".to_string()),
             ])
         );
+    }
+
+    /// A taken volume is shown by its own name; one the cluster made (or never took) has none
+    /// other than the cluster's.
+    #[test]
+    fn a_taken_volume_keeps_its_own_name_for_the_user() {
+        let taken = volume("in-use", &[("hvd-name", "demo-shared-volume")]);
+        assert_eq!(called(&taken), Some("datasets".to_string()));
+        let made = Volume {
+            name: Some("demo-shared-volume".into()),
+            ..volume("in-use", &[("hvd-name", "demo-shared-volume")])
+        };
+        assert_eq!(called(&made), None);
+        assert_eq!(called(&volume("in-use", &[])), None);
     }
 }

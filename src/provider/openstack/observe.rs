@@ -113,6 +113,7 @@ impl OpenStackProvider {
                 health: server_health(s),
                 id: s.id.clone(),
                 kept: false,
+                called: None,
             })
             .collect();
         self.screen.observed(cluster, servers)
@@ -144,6 +145,7 @@ impl OpenStackProvider {
                     id,
                     health,
                     kept: false,
+                    called: None,
                 });
             }
         };
@@ -222,6 +224,7 @@ impl OpenStackProvider {
                     id: k.name,
                     health: Health::Ready,
                     kept: false,
+                    called: None,
                 }],
                 None => vec![],
             }),
@@ -268,6 +271,7 @@ impl OpenStackProvider {
                     out.push(Observed {
                         kind,
                         name: super::existing_share::shown_name(&s),
+                        called: super::existing_share::called(&s),
                         id: s.id,
                         health,
                         kept,
@@ -297,6 +301,7 @@ impl OpenStackProvider {
                                     v.status
                                 )),
                                 kept: false,
+                                called: None,
                             });
                         }
                         continue;
@@ -323,6 +328,7 @@ impl OpenStackProvider {
                             id: v.id.clone(),
                             health,
                             kept: v.metadata.get(KEEP_KEY).is_some_and(|k| k == "true"),
+                            called: super::existing_volume::called(&v),
                         });
                     } else if let Some(a) = v.attachments.first() {
                         let health = if v.status == "in-use" {
@@ -337,6 +343,7 @@ impl OpenStackProvider {
                             id: format!("{server}/{}", v.id),
                             health,
                             kept: false,
+                            called: None,
                         });
                     }
                 }
