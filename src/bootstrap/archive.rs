@@ -1,11 +1,42 @@
-//! The master's archive of the image, kept after a delivery for the next `scale` or `heal`
-//! with the image's id beside it (a second `docker save` costs minutes under emulation):
-//! served again only while that id is the image's there, removed when it is not, and by
-//! `stop` and the autostop agent before a shelve (it would go into the master's snapshot).
+//! The image as a file on the master (zstd when every end has it), kept after a delivery for
+//! the next `scale` or `heal` with the image's id beside it (a second `docker save` costs
+//! minutes under emulation): served again only while that id is the image's there, removed
+//! when it is not, and by `stop` and the autostop agent before a shelve (it would go into
+//! the master's snapshot).
 
-use super::image::ImageFile;
 use super::{BootstrapError, NodeSession};
 use crate::ssh;
+
+/// The image as a file on the master, waiting for the workers: zstd-compressed when every end
+/// has zstd (a third of the bytes on every link and on the master's disk), else the plain tar.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ImageFile {
+    pub zstd: bool,
+}
+
+impl ImageFile {
+    pub fn path(self) -> &'static str {
+        if self.zstd {
+            "/var/tmp/hvd-cluster-image.tar.zst"
+        } else {
+            "/var/tmp/hvd-cluster-image.tar"
+        }
+    }
+    /// The command that turns the file's bytes (a path argument or stdin) back into the tar.
+    pub fn decompress(self) -> &'static str {
+        if self.zstd {
+            "zstd -d -q -c"
+        } else {
+            "cat"
+        }
+    }
+    /// Beside the file, the id of the image it holds whole: written once the file is complete
+    /// and whole (no layer left out), so that `scale` and `heal` serve it again instead of
+    /// saving the image anew (minutes under emulation); removed first by whatever writes it.
+    pub fn id_path(self) -> String {
+        format!("{}.id", self.path())
+    }
+}
 
 /// Every archive of an image the master may hold, either kind, with their ids (a shell glob).
 pub const ARCHIVES: &str = "/var/tmp/hvd-cluster-image.tar*";

@@ -9,8 +9,8 @@
 
 use futures::future::try_join_all;
 
-use super::archive::{kept_line, record_archive, reusable_archive, settle_archive};
-use super::image::{fan_out_image, lacking, local_has_zstd, local_image_id, ImageFile, IMAGE_PORT};
+use super::archive::{kept_line, record_archive, reusable_archive, settle_archive, ImageFile};
+use super::image::{fan_out_image, lacking, local_has_zstd, local_image_id, IMAGE_PORT};
 use super::mirror;
 use super::room::{self, PullRoom};
 use super::upload::{upload_early, Uploaded};

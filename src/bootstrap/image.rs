@@ -1,6 +1,6 @@
 //! The image's parts that every way of delivering it shares ([`super::delivery`] chooses the
-//! way): which nodes lack it (by id), the file kept on the master as it came (zstd when every
-//! end has it), and the fan-out down a tree of nodes over plain TCP on the private network
+//! way): which nodes lack it (by id), and the fan-out of the master's file ([`super::archive`])
+//! down a tree of nodes over plain TCP on the private network
 //! ([`super::fanout`]: every receiving worker relays to its children as the bytes arrive),
 //! streamed into `docker load` (checked by its size, zstd's frame checksum and docker's
 //! layer digests).
@@ -9,7 +9,7 @@ use std::process::Stdio;
 
 use futures::future::try_join_all;
 
-use super::archive::prepare_command;
+use super::archive::{prepare_command, ImageFile};
 use super::{fanout, BootstrapError, NodeSession, NODE_DIR};
 use crate::ssh;
 use crate::templates;
@@ -49,37 +49,6 @@ pub async fn lacking<'a>(
 /// The port of the master's one-shot image server (TCP, private address only; the nodes'
 /// security group admits every port from its own members).
 pub const IMAGE_PORT: u16 = 12346;
-
-/// The image as a file on the master, waiting for the workers: zstd-compressed when every end
-/// has zstd (a third of the bytes on every link and on the master's disk), else the plain tar.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ImageFile {
-    pub zstd: bool,
-}
-
-impl ImageFile {
-    pub fn path(self) -> &'static str {
-        if self.zstd {
-            "/var/tmp/hvd-cluster-image.tar.zst"
-        } else {
-            "/var/tmp/hvd-cluster-image.tar"
-        }
-    }
-    /// The command that turns the file's bytes (a path argument or stdin) back into the tar.
-    pub fn decompress(self) -> &'static str {
-        if self.zstd {
-            "zstd -d -q -c"
-        } else {
-            "cat"
-        }
-    }
-    /// Beside the file, the id of the image it holds whole: written once the file is complete
-    /// and whole (no layer left out), so that `scale` and `heal` serve it again instead of
-    /// saving the image anew (minutes under emulation); removed first by whatever writes it.
-    pub fn id_path(self) -> String {
-        format!("{}.id", self.path())
-    }
-}
 
 pub async fn local_has_zstd() -> bool {
     tokio::process::Command::new("zstd")

@@ -29,8 +29,8 @@ use crate::ssh::{self, SshError};
 use crate::state::{ClusterDir, StateError};
 use crate::wait::{wait_until, Probe, WaitError};
 
-pub use archive::{ARCHIVES, DROP_ARCHIVES};
-pub use image::{local_image_id, worker_fetch_command, ImageFile, Relay, Transfer, IMAGE_PORT};
+pub use archive::{ImageFile, ARCHIVES, DROP_ARCHIVES};
+pub use image::{local_image_id, worker_fetch_command, Relay, Transfer, IMAGE_PORT};
 use reboot::NodePass;
 pub use reboot::RebootRequest;
 pub use session::{connect_all, NodeSession, Vouch};

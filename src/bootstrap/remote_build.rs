@@ -8,8 +8,8 @@
 use base64::Engine as _;
 use serde::Serialize;
 
-use super::archive::{kept_line, reusable_archive, settle_archive};
-use super::image::{fan_out_image, lacking, ImageFile};
+use super::archive::{kept_line, reusable_archive, settle_archive, ImageFile};
+use super::image::{fan_out_image, lacking};
 use super::{room, BootstrapError, NodeSession};
 use crate::images;
 use crate::input::shown_message;

@@ -7,8 +7,8 @@ use std::process::Stdio;
 
 use futures::future::try_join_all;
 
-use super::archive::reusable_archive;
-use super::image::{lacking, local_has_zstd, local_image_id, ImageFile, Transfer};
+use super::archive::{reusable_archive, ImageFile};
+use super::image::{lacking, local_has_zstd, local_image_id, Transfer};
 use super::room;
 use super::{layers, BootstrapError, Inputs, NodeSession};
 use crate::profile::ImageSource;
