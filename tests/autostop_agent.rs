@@ -259,3 +259,40 @@ fn a_busy_jupyter_kernel_keeps_the_cluster_up() {
     assert_eq!(busy, vec!["Jupyter kernel busy: 1".to_string()], "{busy:?}");
     assert_eq!(idle, 0);
 }
+
+/// Before it shelves the master, the agent removes what its config's `drop_before_shelve`
+/// names (the image's archive kept for `scale` and `heal`, which would go into the master's
+/// snapshot) and logs how much went; nothing else is touched. Its method called as the
+/// agent's `stop` calls it, in a scratch folder.
+#[test]
+fn the_agent_removes_the_image_archive_before_it_shelves_the_master() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+    std::fs::write(path("hvd-cluster-image.tar.zst"), vec![0u8; 2_500_000]).unwrap();
+    std::fs::write(path("hvd-cluster-image.tar.zst.id"), "sha256:a\n").unwrap();
+    std::fs::write(path("other.txt"), "stays").unwrap();
+    let config = serde_json::json!({
+        "drop_before_shelve": format!("{}/hvd-cluster-image.tar*", dir.path().display()),
+        "log": path("agent.log").to_str().unwrap(),
+    });
+    std::fs::write(path("config.json"), config.to_string()).unwrap();
+    let call = "import importlib.util, json, sys\n\
+                spec = importlib.util.spec_from_file_location('agent', 'templates/node/autostop_agent.py')\n\
+                agent = importlib.util.module_from_spec(spec)\n\
+                spec.loader.exec_module(agent)\n\
+                agent.Agent(json.load(open(sys.argv[1]))).drop_before_shelve()\n";
+    let out = Command::new("python3")
+        .args(["-c", call])
+        .arg(path("config.json"))
+        .output()
+        .expect("python3 runs the agent's method");
+    assert!(out.status.success(), "{out:?}");
+    assert!(!path("hvd-cluster-image.tar.zst").exists());
+    assert!(!path("hvd-cluster-image.tar.zst.id").exists());
+    assert!(path("other.txt").exists(), "nothing else is removed");
+    let log = std::fs::read_to_string(path("agent.log")).unwrap();
+    assert!(
+        log.contains("removed the image's archive (2.5 MB): not into the snapshot"),
+        "{log}"
+    );
+}
