@@ -384,13 +384,7 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run(c: &TestClu
     // The archive `start` left on the master (a real host's disks come back blank after
     // unshelve, so the image went to every node again, whole) serves the new worker: no
     // second `docker save` on the master.
-    assert!(
-        said.contains(&format!(
-            "{}-master: the image's archive kept from an earlier delivery serves the workers",
-            c.name
-        )) && !said.contains("-master: saved "),
-        "{said}"
-    );
+    common::assert_kept_archive_served(&said, &format!("{}-master", c.name));
     job.wait_size(2, Duration::from_secs(300));
     assert_eq!(
         c.listed_in_discovery(),

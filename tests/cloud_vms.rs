@@ -948,12 +948,7 @@ fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> (DataPlane, std::pr
             "the worker gets the master's copy: {said}"
         );
         // the archive the master kept from `up` (no second `docker save` in the guest)
-        assert!(
-            said.contains(&format!(
-                "{master}: the image's archive kept from an earlier delivery serves the workers"
-            )) && !said.contains(&format!("{master}: saved ")),
-            "{said}"
-        );
+        common::assert_kept_archive_served(&said, &master);
     }
     eprintln!(
         "bench: servers ACTIVE {} after `scale` created the volume-backed worker (its 12 GB root volume made from the image in Ceph first)",

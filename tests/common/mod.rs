@@ -301,6 +301,17 @@ impl ElasticJob {
     }
 }
 
+/// Asserts that a command's stderr (`scale`, `heal`) says `master` served the image's archive
+/// it kept from an earlier delivery, with no second `docker save` there.
+pub fn assert_kept_archive_served(said: &str, master: &str) {
+    assert!(
+        said.contains(&format!(
+            "{master}: the image's archive kept from an earlier delivery serves the workers"
+        )) && !said.contains(&format!("{master}: saved ")),
+        "{said}"
+    );
+}
+
 /// A command that failed as it should: exit `code` and exactly one `error:` line on stderr,
 /// returned.
 pub fn one_error_line(out: &Output, code: i32) -> String {
