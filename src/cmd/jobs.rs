@@ -417,14 +417,14 @@ pub(super) async fn before_stop(
         Ok(Ok(None)) => return Ok(()),
         Ok(Err(e)) => {
             ctx.progress.line(format!(
-                "could not ask the master for running jobs ({}); stopping",
+                "could not reach the master before stopping it ({}); stopping",
                 input::shown_message(&e, 160)
             ));
             return Ok(());
         }
         Err(_) => {
             ctx.progress
-                .line("the master did not say in 20s which jobs run; stopping");
+                .line("the master did not answer in 20s; stopping");
             return Ok(());
         }
     };
