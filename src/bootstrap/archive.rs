@@ -41,9 +41,29 @@ impl ImageFile {
 /// Every archive of an image the master may hold, either kind, with their ids (a shell glob).
 pub const ARCHIVES: &str = "/var/tmp/hvd-cluster-image.tar*";
 
-/// What `stop` (and the autostop agent) runs on the master first: its archive of the image
-/// would go into the shelve snapshot. Prints the bytes removed.
-pub const DROP_ARCHIVES: &str = "b=$(du -cb /var/tmp/hvd-cluster-image.tar /var/tmp/hvd-cluster-image.tar.zst 2>/dev/null | tail -n 1 | cut -f 1); rm -f /var/tmp/hvd-cluster-image.tar* && echo \"dropped=${b:-0}\"";
+/// What `stop` runs on the master first (the autostop agent does the same with [`ARCHIVES`]):
+/// its archive of the image would go into the shelve snapshot. Prints the bytes removed.
+pub fn drop_archives_command() -> String {
+    let (plain, zstd) = (
+        ImageFile { zstd: false }.path(),
+        ImageFile { zstd: true }.path(),
+    );
+    format!(
+        "b=$(du -cb {plain} {zstd} 2>/dev/null | tail -n 1 | cut -f 1); rm -f {ARCHIVES} && echo \"dropped=${{b:-0}}\""
+    )
+}
+
+/// The shell line that sets `id` to the image's id on the node (`set -e` fails on an image
+/// the node lacks).
+fn id_line(quoted_image: &str) -> String {
+    format!("id=$(docker image inspect -f '{{{{.Id}}}}' {quoted_image})")
+}
+
+/// The shell line that records `id` (set by [`id_line`]) beside `file`: written last, once the
+/// file is complete and whole.
+fn record_line(file: ImageFile) -> String {
+    format!("echo \"$id\" > {}", file.id_path())
+}
 
 /// The master's command that says `kept` when `file` holds the image whole as the master has
 /// it now (the id beside it is the image's), and otherwise removes every archive there: a stale
@@ -79,18 +99,20 @@ pub fn kept_line(master: &NodeSession) -> String {
     )
 }
 
-/// After a delivery: the master records that `file` holds the image whole (what it loaded from
-/// a whole upload, its id now the image's there), so that `scale` and `heal` serve it again.
-/// Best effort: without the record the file goes, and the next worker gets a new save.
-pub async fn record_archive(master: &NodeSession, image: &str, file: ImageFile) {
-    let _ = master
-        .ssh
-        .sudo(&format!(
-            "set -e -o pipefail\nid=$(docker image inspect -f '{{{{.Id}}}}' {})\necho \"$id\" > {}\n",
-            ssh::shell_quote(image),
-            file.id_path()
-        ))
-        .await;
+/// The master's command that loads the file it received; when the file is `whole` (no layer
+/// left out), the image's id it now has is recorded beside it, so that `scale` and `heal` serve
+/// it again.
+pub fn master_load_command(quoted_image: &str, file: ImageFile, whole: bool) -> String {
+    let record = if whole {
+        format!("{}\n{}\n", id_line(quoted_image), record_line(file))
+    } else {
+        String::new()
+    };
+    format!(
+        "set -e -o pipefail\n{} {} | docker load -q >/dev/null\n{record}",
+        file.decompress(),
+        file.path()
+    )
 }
 
 /// The end of a delivery, whatever its outcome: the master's file stays when it holds the
@@ -116,8 +138,9 @@ pub(super) fn prepare_command(quoted_image: &str, file: ImageFile, ready: bool) 
             format!("docker save -o {path} {quoted_image}")
         };
         format!(
-            "rm -f {ARCHIVES}\nid=$(docker image inspect -f '{{{{.Id}}}}' {quoted_image})\n{to_file}\necho \"$id\" > {}",
-            file.id_path()
+            "rm -f {ARCHIVES}\n{}\n{to_file}\n{}",
+            id_line(quoted_image),
+            record_line(file)
         )
     };
     format!("set -e -o pipefail\n{save}\necho \"bytes=$(stat -c %s {path})\"\n")
@@ -226,8 +249,8 @@ mod tests {
         std::fs::write(&archive, b"1234").unwrap();
         std::fs::write(&id, "sha256:a\n").unwrap();
         std::fs::write(&plain, b"56").unwrap();
-        assert_eq!(run(DROP_ARCHIVES, "").trim(), "dropped=6");
+        assert_eq!(run(&drop_archives_command(), "").trim(), "dropped=6");
         assert!(!archive.exists() && !id.exists() && !plain.exists());
-        assert_eq!(run(DROP_ARCHIVES, "").trim(), "dropped=0");
+        assert_eq!(run(&drop_archives_command(), "").trim(), "dropped=0");
     }
 }

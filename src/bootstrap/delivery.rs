@@ -9,7 +9,7 @@
 
 use futures::future::try_join_all;
 
-use super::archive::{kept_line, record_archive, reusable_archive, settle_archive, ImageFile};
+use super::archive::{kept_line, master_load_command, reusable_archive, settle_archive, ImageFile};
 use super::image::{fan_out_image, lacking, local_has_zstd, local_image_id, IMAGE_PORT};
 use super::mirror;
 use super::room::{self, PullRoom};
@@ -45,6 +45,8 @@ pub(super) async fn ensure_image(
     let started = std::time::Instant::now();
     // A pull by tag for workers goes through the master's mirror; by digest, the master's
     // copy goes down the tree; the master alone pulls for itself.
+    // Whether the master's archive is the image whole, once asked (by the pull's room check).
+    let mut archive_kept: Option<bool> = None;
     let mut upstream = mirror::upstream_of(image)
         .filter(|_| missing.iter().any(|s| s.node.name != sessions[0].node.name));
     if p.container.source == ImageSource::Pull {
@@ -61,9 +63,12 @@ pub(super) async fn ensure_image(
         match registry_bytes(reader, image, inputs.pull_access.as_ref(), progress).await {
             Some(Ok(compressed)) => {
                 // the master's archive kept whole from an earlier delivery needs no room
-                let kept = way == PullRoom::MasterArchive
+                if way == PullRoom::MasterArchive
                     && !missing.iter().any(|s| s.node.name == master.node.name)
-                    && reusable_archive(master, image, PULLED_ARCHIVE).await?;
+                {
+                    archive_kept = Some(reusable_archive(master, image, PULLED_ARCHIVE).await?);
+                }
+                let kept = archive_kept.unwrap_or(false);
                 room::check_pull(image, master, &missing, way, compressed, kept).await?
             }
             // The registry refuses this command's access (`scale` from a shell without the
@@ -130,7 +135,10 @@ pub(super) async fn ensure_image(
                     workers.len()
                 ));
                 let file = PULLED_ARCHIVE;
-                let kept = reusable_archive(master, image, file).await?;
+                let kept = match archive_kept {
+                    Some(kept) => kept,
+                    None => reusable_archive(master, image, file).await?,
+                };
                 if kept {
                     progress.line(kept_line(master));
                 }
@@ -190,7 +198,9 @@ pub(super) async fn ensure_image(
                 workers.len()
             ));
             // The master loads the file it received while the workers fetch it: under
-            // emulation `docker load` is the slow part, so the two overlap.
+            // emulation `docker load` is the slow part, so the two overlap. A whole upload
+            // stays for `scale` and `heal`, recorded by the image's id there.
+            let whole = uploaded.as_ref().is_some_and(|u| u.whole);
             let master_load = async {
                 if !received {
                     return Ok(None);
@@ -198,11 +208,7 @@ pub(super) async fn ensure_image(
                 let started = std::time::Instant::now();
                 master
                     .ssh
-                    .sudo(&format!(
-                        "set -e -o pipefail\n{} {} | docker load -q >/dev/null",
-                        file.decompress(),
-                        file.path()
-                    ))
+                    .sudo(&master_load_command(&ssh::shell_quote(image), file, whole))
                     .await
                     .map(|_| Some(started.elapsed().as_secs_f64()))
             };
@@ -221,12 +227,6 @@ pub(super) async fn ensure_image(
                 .await
             };
             let (loaded, fanned) = tokio::join!(master_load, fan_out);
-            // A whole upload the master loaded stays for `scale` and `heal`, recorded by the
-            // image's id there.
-            let whole = uploaded.as_ref().is_some_and(|u| u.whole);
-            if whole && matches!(loaded, Ok(Some(_))) && fanned.is_ok() {
-                record_archive(master, image, file).await;
-            }
             settle_archive(master, file).await;
             if let Some(secs) = loaded? {
                 progress.line(format!("{}: docker load {secs:.1}s", master.node.name));

@@ -29,7 +29,7 @@ use crate::ssh::{self, SshError};
 use crate::state::{ClusterDir, StateError};
 use crate::wait::{wait_until, Probe, WaitError};
 
-pub use archive::{ImageFile, ARCHIVES, DROP_ARCHIVES};
+pub use archive::{drop_archives_command, ImageFile, ARCHIVES};
 pub use image::{local_image_id, worker_fetch_command, Relay, Transfer, IMAGE_PORT};
 use reboot::NodePass;
 pub use reboot::RebootRequest;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use crate::bootstrap::{BootstrapError, NodeSession, DROP_ARCHIVES};
+use crate::bootstrap::{drop_archives_command, BootstrapError, NodeSession};
 use crate::cluster::{self, Existing};
 use crate::context::Context;
 use crate::error::Error;
@@ -455,7 +455,8 @@ pub(super) async fn before_stop(
 /// The image's archive the master keeps for `scale` and `heal` would go into its shelve
 /// snapshot: removed, best effort, said with its size when there was one.
 async fn drop_image_archive(ctx: &Context, ssh: &Ssh, master: &str) {
-    let dropped = tokio::time::timeout(Duration::from_secs(20), ssh.sudo(DROP_ARCHIVES)).await;
+    let dropped =
+        tokio::time::timeout(Duration::from_secs(20), ssh.sudo(&drop_archives_command())).await;
     match dropped {
         Ok(Ok(out)) => {
             let bytes = out
