@@ -7,7 +7,7 @@ use std::process::Stdio;
 
 use futures::future::try_join_all;
 
-use super::archive::{reusable_archive, ImageFile};
+use super::archive::{drop_archives_command, ImageFile};
 use super::image::{lacking, local_has_zstd, local_image_id, Transfer};
 use super::room;
 use super::{layers, BootstrapError, Inputs, NodeSession};
@@ -64,7 +64,7 @@ pub(super) async fn upload_early(
         zstd: local_has_zstd().await,
     };
     // The master lacks the image: any archive it kept is stale, and goes before its room is read.
-    reusable_archive(master, image, file).await?;
+    master.ssh.sudo(&drop_archives_command()).await?;
     room::check_delivery(image, master, &missing, file.zstd, false).await?;
     // Layers every receiver already holds (an earlier build of the image) stay out of the
     // archive: `docker load` never reads them. A node without Docker yet holds none.

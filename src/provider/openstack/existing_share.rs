@@ -247,8 +247,7 @@ pub fn shown_name(s: &Share) -> String {
 
 /// A taken share's own name, where the cluster calls it by another ([`NAME_KEY`]).
 pub fn called(s: &Share) -> Option<String> {
-    let ours = s.metadata.get(NAME_KEY)?;
-    s.name.as_ref().filter(|own| *own != ours).cloned()
+    super::existing_volume::own_name_if_other(&s.metadata, s.name.as_ref())
 }
 
 /// The profile's key this module serves.

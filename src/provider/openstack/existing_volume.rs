@@ -82,8 +82,16 @@ impl OpenStackProvider {
 
 /// A taken volume's own name, where the cluster calls it by another ([`NAME_KEY`]).
 pub fn called(v: &Volume) -> Option<String> {
-    let ours = v.metadata.get(NAME_KEY)?;
-    v.name.as_ref().filter(|own| *own != ours).cloned()
+    own_name_if_other(&v.metadata, v.name.as_ref())
+}
+
+/// A taken volume's or share's own name (`name`) where its [`NAME_KEY`] is another. Pure.
+pub(super) fn own_name_if_other(
+    metadata: &BTreeMap<String, String>,
+    name: Option<&String>,
+) -> Option<String> {
+    let ours = metadata.get(NAME_KEY)?;
+    name.filter(|own| *own != ours).cloned()
 }
 
 /// The profile's key this module serves.
