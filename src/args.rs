@@ -8,8 +8,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::cluster::Target;
 use crate::cmd::{
-    bench, check, completions, down, heal, jobs, jupyter, plan, pull, push, run, scale, schema,
-    ssh, ssh_config, stage, start, status, stop, up, validate,
+    bake, bench, check, completions, down, heal, jobs, jupyter, plan, pull, push, run, scale,
+    schema, ssh, ssh_config, stage, start, status, stop, up, validate,
 };
 use crate::context::Context;
 use crate::error::Error;
@@ -104,6 +104,30 @@ pub enum Command {
         /// Seconds broken workers get to leave a running job before they are deleted
         #[arg(long, default_value_t = 5, value_name = "SECS")]
         drain_grace: u64,
+    },
+    /// Make a node image from a node of the running cluster (a worker by default): Docker,
+    /// the bootstrap's packages, the GPU driver and the Horovod image, without this cluster's
+    /// keys, files, containers or logs. Boot servers from it with `image = "NAME"`
+    #[command(
+        after_help = "The node's cluster keys, login keys, SSH host keys, machine id, \
+        cloud-init state, jobs, autostop agent, credentials, Docker logins, histories and logs are \
+        set aside on a tmpfs while the cloud snapshots its root disk (OpenStack's createImage), then \
+        put back; its containers are removed first and `up` makes them again, with the check. \
+        Refused while a job is queued or running, for a stopped cluster, and for a node whose \
+        /shared or staged data is on that disk. The image is private to the project and carries \
+        its contents as properties (hvd_bake_*); a bake with the same contents (the server image, \
+        the Horovod image's id, Docker's and the driver's versions) is found, not made again. \
+        `down` leaves it: it is yours (`openstack image delete NAME`). OpenStack clouds only."
+    )]
+    Bake {
+        file: PathBuf,
+        /// The node to bake (`worker-1`, `master`, or its full name); default: the first
+        /// worker, else the master
+        #[arg(long)]
+        node: Option<String>,
+        /// The image's name (default: CLUSTER-bake; 1-100 letters, digits, `.`, `_`, `-`)
+        #[arg(long)]
+        name: Option<String>,
     },
     /// The acceptance check: containers, /shared, Jupyter, and an allreduce over every slot
     /// (refused while a job is queued or running; a job submitted meanwhile waits for it)
@@ -465,6 +489,9 @@ impl Command {
             } => {
                 ctx.drain_grace = Duration::from_secs(drain_grace);
                 heal::heal(ctx, &file, watch.map(Duration::from_secs)).await
+            }
+            Command::Bake { file, node, name } => {
+                bake::bake(ctx, &file, node.as_deref(), name.as_deref()).await
             }
             Command::Check { file, json } => check::check(ctx, &file, json).await,
             Command::Run {

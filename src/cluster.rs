@@ -36,6 +36,16 @@ pub struct Existing {
 
 /// Loads the profile and finds the nodes of the cluster it names.
 pub async fn existing(ctx: &Context, file: &Path) -> Result<Existing, Error> {
+    existing_or(ctx, file, Error::Runtime).await
+}
+
+/// As [`existing`], with a stopped cluster refused as `stopped` says (a command for which a
+/// running cluster is part of its input refuses it as bad input).
+pub async fn existing_or(
+    ctx: &Context,
+    file: &Path,
+    stopped_error: fn(String) -> Error,
+) -> Result<Existing, Error> {
     let p = profile::load(file)?;
     check_state_dir_for_ssh(ctx, &p.name).map_err(Error::Usage)?;
     // Reaching the nodes needs the key kept in the folder: without one, say so, make none.
@@ -53,7 +63,7 @@ pub async fn existing(ctx: &Context, file: &Path) -> Result<Existing, Error> {
     let servers = provider.poll(&p.name, crate::plan::Kind::Server).await?;
     let stopped = servers.iter().filter(|o| o.health.is_stopped()).count();
     if stopped > 0 {
-        return Err(Error::Runtime(format!(
+        return Err(stopped_error(format!(
             "cluster `{}` is stopped ({stopped} of {} server(s)); `hvd-cluster start {}` brings \
              it back",
             p.name,

@@ -34,6 +34,7 @@
 pub mod apply;
 pub mod args;
 pub mod autostop;
+pub mod bake;
 pub mod bench;
 pub mod bootstrap;
 pub mod check;

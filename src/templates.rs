@@ -104,6 +104,9 @@ pub const TREE_SYNC: &str = include_str!("../templates/node/tree_sync.py");
 /// The master's end of `[[data]] object_store` (src/transfer/objects.rs): sent with each call.
 pub const OBJECT_FETCH: &str = include_str!("../templates/node/object_fetch.py");
 
+/// The node's end of `bake`: sets aside what belongs to the cluster or the boot, and restores it.
+pub const BAKE_SCRIPT: &str = include_str!("../templates/node/bake.sh");
+
 /// The acceptance check job, run by every rank.
 pub const CHECK_JOB: &str = include_str!("../templates/check/hvd_check.py");
 
@@ -135,6 +138,7 @@ mod tests {
             "job_runner.sh".to_string(),
             "tree_sync.py".to_string(),
             "object_fetch.py".to_string(),
+            "bake.sh".to_string(),
         ]);
         named.sort();
         let before = named.len();

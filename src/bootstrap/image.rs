@@ -46,6 +46,48 @@ pub async fn lacking<'a>(
         .collect())
 }
 
+/// One line for each node booted from a bake (it carries [`crate::bake::MARKER`]): the
+/// bake's image found there, or not the profile's (then it is delivered as to any node).
+pub async fn say_baked(
+    image: &str,
+    sessions: &[NodeSession],
+    progress: &crate::progress::Progress,
+) -> Result<(), BootstrapError> {
+    let script = format!(
+        "cat {} 2>/dev/null || true; printf 'now=%s\\n' \"$(docker image inspect -f '{{{{.Id}}}}' {} 2>/dev/null)\"",
+        crate::bake::MARKER,
+        ssh::shell_quote(image)
+    );
+    let outs = try_join_all(sessions.iter().map(|s| s.ssh.sudo(&script))).await?;
+    for (s, out) in sessions.iter().zip(outs) {
+        if let Some(line) = baked_line(&s.node.name, &out) {
+            progress.line(line);
+        }
+    }
+    Ok(())
+}
+
+/// What [`say_baked`] says of one node, from its marker's lines and the image's id there now.
+pub fn baked_line(node: &str, out: &str) -> Option<String> {
+    let get = |key: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    let bake = crate::input::shown(get("bake")?);
+    Some(match (get("image"), get("now")) {
+        (Some(baked), Some(now)) if baked == now => format!(
+            "{node}: booted from the bake {bake}: Docker and the image already here (nothing \
+             installed or sent)"
+        ),
+        _ => format!(
+            "{node}: booted from the bake {bake}, which holds another image than the profile's: \
+             the image is sent as to any node"
+        ),
+    })
+}
+
 /// The port of the master's one-shot image server (TCP, private address only; the nodes'
 /// security group admits every port from its own members).
 pub const IMAGE_PORT: u16 = 12346;
@@ -353,5 +395,33 @@ mod image_tests {
             r.contains("image_fetch.py '10.0.0.6' 12346 42 /run/hvd-cluster-image-fetch.report '10.0.0.7' '10.0.0.8' '10.0.0.9' | zstd -d"),
             "{r}"
         );
+    }
+}
+
+#[cfg(test)]
+mod bake_line_tests {
+    use super::baked_line;
+
+    #[test]
+    fn a_baked_node_is_named_once_and_a_stale_bake_is_not_trusted() {
+        assert_eq!(
+            baked_line("w-1", "now=sha256:1\n"),
+            None,
+            "no marker: no line"
+        );
+        let found = baked_line("w-1", "bake=hvd-bake\nimage=sha256:1\nnow=sha256:1\n").unwrap();
+        assert!(
+            found.contains("w-1: booted from the bake hvd-bake: Docker and the image already here"),
+            "{found}"
+        );
+        for other in [
+            "bake=hvd-bake\nimage=sha256:1\nnow=sha256:2\n",
+            "bake=hvd-bake\nimage=sha256:1\nnow=\n",
+        ] {
+            let line = baked_line("w-1", other).unwrap();
+            assert!(line.contains("the image is sent as to any node"), "{line}");
+        }
+        let hostile = baked_line("w-1", "bake=\u{1b}[2Jx\nimage=a\nnow=a\n").unwrap();
+        assert!(!hostile.contains('\u{1b}'), "{hostile}");
     }
 }

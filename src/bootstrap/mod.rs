@@ -304,6 +304,7 @@ async fn run_once(
                 )
                 .await;
             }
+            image::say_baked(&p.container.image, sessions, progress).await?;
             delivery::ensure_image(facts.inputs, sessions, bars, progress, early).await
         }
         Does::CollectiveSsh => {

@@ -6,6 +6,7 @@
 //! [`crate::context`] and [`crate::error`]. [`crate::args`] parses the command line and
 //! calls the command's function here.
 
+pub mod bake;
 pub mod bench;
 pub mod check;
 pub mod completions;

@@ -432,6 +432,24 @@ impl Compute {
         )
     }
 
+    /// `POST /servers/{id}/action` with `createImage`: a snapshot of the server's root disk
+    /// into a private Glance image named `name`, with `metadata` among its properties (Nova
+    /// adds the server's image's own). Returns the new image's id (microversion 2.45+: in the
+    /// body); the image is `queued` or `saving` until Nova has uploaded the disk.
+    pub async fn create_image(
+        &self,
+        id: &str,
+        name: &str,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<String, OpenStackError> {
+        let path = format!("servers/{id}/action");
+        let body = json!({ "createImage": { "name": name, "metadata": metadata } });
+        self.session
+            .send(&Request::post(S, path, body))
+            .await?
+            .json_at("image_id")
+    }
+
     /// `POST /servers/{id}/action` with the `reboot` action (202, no body).
     pub async fn reboot_server(&self, id: &str, kind: RebootType) -> Result<(), OpenStackError> {
         let path = format!("servers/{id}/action");

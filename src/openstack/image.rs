@@ -117,6 +117,18 @@ impl ImageApi {
         self.session.list(S, "images", query, "images").await
     }
 
+    /// `GET /v2/images?KEY=VALUE` in any status (every page), for a custom property: each
+    /// image as Glance sends it, its own properties at the top level. A cloud that ignored the
+    /// filter would send every image: callers compare the property themselves.
+    pub async fn list_by_property(
+        &self,
+        key: &str,
+        value: &str,
+    ) -> Result<Vec<serde_json::Value>, OpenStackError> {
+        let query = vec![(key.to_owned(), value.to_owned())];
+        self.session.list(S, "images", query, "images").await
+    }
+
     /// `DELETE /v2/images/{id}` (204); an image already gone is not an error.
     pub async fn delete_image(&self, id: &str) -> Result<(), OpenStackError> {
         gone(

@@ -322,10 +322,50 @@ pub trait Provider: Send + Sync {
         Box::pin(async { Ok(None) })
     }
 
+    /// Whether [`Provider::bake`] can make node images here.
+    fn bakes(&self) -> bool {
+        false
+    }
+
+    /// The finished bake with this key ([`crate::bake::KEY_PROPERTY`]), if there is one;
+    /// unfinished ones an earlier bake left (cut short, or failed) are deleted on the way.
+    fn find_bake<'a>(
+        &'a self,
+        _key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<BakedImage>, ProviderError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Snapshots the root disk of the cluster's server `node` into a private image named
+    /// `name` with `properties`, and waits until the image is whole (the node's disk read and
+    /// uploaded). The node must have been prepared (see `templates/node/bake.sh`).
+    fn bake<'a>(
+        &'a self,
+        _cluster: &'a str,
+        _node: &'a str,
+        _name: &'a str,
+        _properties: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<BakedImage, ProviderError>> {
+        Box::pin(async {
+            Err(ProviderError::Cloud(
+                "this provider cannot bake a node".into(),
+            ))
+        })
+    }
+
     /// API calls made so far (for the benchmark; 0 where there is no API).
     fn calls(&self) -> u64 {
         0
     }
+}
+
+/// A bake's image, as the cloud holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BakedImage {
+    pub id: String,
+    pub name: String,
+    /// Bytes, when the cloud says.
+    pub size: Option<u64>,
 }
 
 /// What the master's autostop agent stops, and where it reaches the APIs.

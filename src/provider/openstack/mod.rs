@@ -12,6 +12,7 @@
 //! `reboot` reboots servers (a GPU driver that loads only after one), `lifecycle` shelves
 //! and unshelves them (`stop`, `start`), `credential` makes the one autostop leaves on the master.
 
+mod bake;
 mod create;
 pub mod credential;
 mod delete;
@@ -240,6 +241,29 @@ impl Provider for OpenStackProvider {
         node: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
         Box::pin(OpenStackProvider::console(self, cluster, node))
+    }
+
+    fn bakes(&self) -> bool {
+        true
+    }
+
+    fn find_bake<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::provider::BakedImage>, ProviderError>> {
+        Box::pin(OpenStackProvider::find_bake(self, key))
+    }
+
+    fn bake<'a>(
+        &'a self,
+        cluster: &'a str,
+        node: &'a str,
+        name: &'a str,
+        properties: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<crate::provider::BakedImage, ProviderError>> {
+        Box::pin(OpenStackProvider::bake(
+            self, cluster, node, name, properties,
+        ))
     }
 
     fn stop<'a>(

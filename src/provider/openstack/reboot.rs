@@ -69,7 +69,10 @@ fn rebooting(s: &Server) -> bool {
 }
 
 impl OpenStackProvider {
-    async fn cluster_servers(&self, cluster: &str) -> Result<Vec<Server>, ProviderError> {
+    pub(super) async fn cluster_servers(
+        &self,
+        cluster: &str,
+    ) -> Result<Vec<Server>, ProviderError> {
         let filter = ServerFilter {
             tags: vec![tag(cluster)],
             name: None,

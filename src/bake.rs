@@ -1,0 +1,243 @@
+//! A baked node image, as pure values: what identifies a bake (its key), the properties the
+//! image carries, its name's grammar, and the commands the bake runs on the node it is made
+//! from (the script is `templates/node/bake.sh`; each command runs as root). `cmd::bake` does
+//! the I/O.
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+
+use crate::input::{shown, Refused};
+use crate::ssh::shell_quote;
+
+/// Where the node script runs from: a tmpfs of its own, so nothing it sets aside is on a disk.
+pub const BAKE_DIR: &str = "/run/hvd-bake";
+pub const BAKE_SCRIPT: &str = "/run/hvd-bake/bake.sh";
+/// What a node booted from a bake finds (the bake's name and the Horovod image's id).
+pub const MARKER: &str = "/etc/hvd-cluster-bake";
+
+/// The image property that identifies a bake (the key below), and the others it carries.
+pub const KEY_PROPERTY: &str = "hvd_bake_key";
+
+/// What goes into a bake's key: the same inputs find the same bake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BakeInputs {
+    /// The image the node's server booted from (its id), or `volume` for a volume-backed one.
+    pub source_image: String,
+    /// The Horovod image's id in the node's Docker (`sha256:...`).
+    pub horovod_image_id: String,
+    /// Docker's version on the node.
+    pub docker_version: String,
+    /// The NVIDIA driver's version on the node, `none` without one.
+    pub gpu_driver: String,
+}
+
+/// The bake's layout: a change here makes earlier bakes unfindable, as it should.
+const FORMAT: &str = "hvd-bake-1";
+
+impl BakeInputs {
+    /// 16 hex digits of the inputs' hash: the same cluster image on the same server image,
+    /// with the same Docker and driver, is the same bake.
+    pub fn key(&self) -> String {
+        let mut h = Sha256::new();
+        for part in [
+            FORMAT,
+            &self.source_image,
+            &self.horovod_image_id,
+            &self.docker_version,
+            &self.gpu_driver,
+        ] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        h.finalize()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// The image's properties (Glance keeps each value up to 255 characters; every value
+    /// here is a name, an id or a version the node reported, cut to fit).
+    pub fn properties(&self, cluster: &str, node: &str) -> BTreeMap<String, String> {
+        let cut = |v: &str| v.chars().take(255).collect::<String>();
+        BTreeMap::from([
+            (KEY_PROPERTY.to_string(), self.key()),
+            ("hvd_bake_cluster".to_string(), cut(cluster)),
+            ("hvd_bake_node".to_string(), cut(node)),
+            ("hvd_bake_source_image".to_string(), cut(&self.source_image)),
+            (
+                "hvd_bake_horovod_image".to_string(),
+                cut(&self.horovod_image_id),
+            ),
+            ("hvd_bake_docker".to_string(), cut(&self.docker_version)),
+            ("hvd_bake_gpu_driver".to_string(), cut(&self.gpu_driver)),
+            (
+                "hvd_bake_tool".to_string(),
+                format!("hvd-cluster {}", env!("CARGO_PKG_VERSION")),
+            ),
+        ])
+    }
+}
+
+/// The bake's name when `--name` is not given.
+pub fn default_name(cluster: &str) -> String {
+    format!("{cluster}-bake")
+}
+
+/// A bake's image name: 1-100 ASCII letters, digits, `.`, `_` and `-`, starting with a letter
+/// or digit; a name a profile can carry and any shell or URL takes as it is.
+pub fn check_name(value: &str) -> Result<(), Refused> {
+    let refuse = |why: &str| {
+        Err(Refused(format!(
+            "`{}` cannot name a bake: {why}",
+            shown(value)
+        )))
+    };
+    if value.is_empty() {
+        return refuse("it is empty");
+    }
+    if value.len() > 100 {
+        return refuse("longer than 100 characters");
+    }
+    if !value.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return refuse("it must start with a letter or digit");
+    }
+    if let Some(bad) = value
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return refuse(&format!("`{}` is not allowed", shown(&bad.to_string())));
+    }
+    Ok(())
+}
+
+/// Mounts the script's tmpfs (a second bake finds it mounted).
+pub fn mount_command() -> String {
+    format!(
+        "mkdir -p {BAKE_DIR} && {{ mountpoint -q {BAKE_DIR} || mount -t tmpfs -o mode=0700,size=64m tmpfs {BAKE_DIR}; }}"
+    )
+}
+
+/// Sets aside what belongs to the cluster or the boot; exit 3 with one line when the node
+/// cannot be baked whole.
+pub fn prepare_command(name: &str, image_id: &str) -> String {
+    format!(
+        "/bin/sh {BAKE_SCRIPT} prepare {} {}",
+        shell_quote(name),
+        shell_quote(image_id)
+    )
+}
+
+/// Puts it all back, then unmounts the tmpfs (the script's copy goes with it).
+pub fn restore_command() -> String {
+    format!(
+        "/bin/sh {BAKE_SCRIPT} restore && {{ umount {BAKE_DIR} 2>/dev/null; rmdir {BAKE_DIR} 2>/dev/null; true; }}"
+    )
+}
+
+/// What the key needs from the node: one `KEY=VALUE` line each (see [`parse_facts`]).
+pub fn facts_command(image: &str) -> String {
+    format!(
+        "printf 'image=%s\\n' \"$(docker image inspect -f '{{{{.Id}}}}' {} 2>/dev/null)\"; \
+         printf 'docker=%s\\n' \"$(docker version -f '{{{{.Server.Version}}}}' 2>/dev/null)\"; \
+         printf 'driver=%s\\n' \"$(cat /sys/module/nvidia/version 2>/dev/null || echo none)\"",
+        shell_quote(image)
+    )
+}
+
+/// The facts [`facts_command`] printed: (image id, Docker's version, driver); `None` for a
+/// node without the image or without Docker, which has nothing to bake.
+pub fn parse_facts(out: &str) -> Option<(String, String, String)> {
+    let get = |key: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let image = get("image").filter(|v| v.starts_with("sha256:"))?;
+    let docker = get("docker")?;
+    Some((
+        image,
+        docker,
+        get("driver").unwrap_or_else(|| "none".into()),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs() -> BakeInputs {
+        BakeInputs {
+            source_image: "0c6c1e5b-1f40-4d7a-b1f5-7e0b2a7a6d10".into(),
+            horovod_image_id: "sha256:abc".into(),
+            docker_version: "20.10.24".into(),
+            gpu_driver: "none".into(),
+        }
+    }
+
+    #[test]
+    fn the_same_inputs_make_the_same_key_and_any_change_another() {
+        let a = inputs();
+        assert_eq!(a.key(), inputs().key());
+        assert_eq!(a.key().len(), 16);
+        let mut b = inputs();
+        b.horovod_image_id = "sha256:abd".into();
+        let mut c = inputs();
+        c.gpu_driver = "535.54.03".into();
+        let mut d = inputs();
+        d.source_image = "volume".into();
+        for other in [b, c, d] {
+            assert_ne!(a.key(), other.key());
+        }
+    }
+
+    #[test]
+    fn properties_carry_the_key_and_what_is_inside() {
+        let p = inputs().properties("hvd-vms", "hvd-vms-worker-1");
+        assert_eq!(p[KEY_PROPERTY], inputs().key());
+        assert_eq!(p["hvd_bake_horovod_image"], "sha256:abc");
+        assert_eq!(p["hvd_bake_node"], "hvd-vms-worker-1");
+        assert!(p["hvd_bake_tool"].starts_with("hvd-cluster "));
+        assert!(p.values().all(|v| v.chars().count() <= 255));
+    }
+
+    #[test]
+    fn bake_names_are_checked() {
+        assert!(check_name("hvd-local-bake").is_ok());
+        assert!(check_name("Debian_12.bake-2").is_ok());
+        for bad in [
+            "",
+            "-x",
+            ".hidden",
+            "a b",
+            "a/b",
+            "a;rm",
+            "a\u{0}b",
+            &"x".repeat(101),
+        ] {
+            let e = check_name(bad).unwrap_err().0;
+            assert!(e.contains("cannot name a bake"), "{e}");
+            assert!(!e.contains('\u{0}'), "shown escaped: {e}");
+        }
+    }
+
+    #[test]
+    fn the_node_commands_quote_what_they_carry() {
+        let c = prepare_command("it's", "sha256:1");
+        assert!(c.ends_with("prepare 'it'\\''s' 'sha256:1'"), "{c}");
+        assert!(facts_command("a b").contains("'a b'"));
+    }
+
+    #[test]
+    fn facts_are_read_from_their_lines() {
+        let out = "image=sha256:0123\ndocker=20.10.24+dfsg1\ndriver=none\n";
+        assert_eq!(
+            parse_facts(out),
+            Some(("sha256:0123".into(), "20.10.24+dfsg1".into(), "none".into()))
+        );
+        assert_eq!(parse_facts("image=\ndocker=20\ndriver=none"), None);
+        assert_eq!(parse_facts("image=sha256:1\ndocker=\n"), None);
+        assert_eq!(parse_facts("image=rm -rf\ndocker=1\n"), None);
+    }
+}

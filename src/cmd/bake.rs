@@ -1,0 +1,248 @@
+//! `bake`: a node image made from one node of a running cluster (a worker by default), holding
+//! what the profile's nodes need before they are a cluster: Docker, the packages the bootstrap
+//! installs, the GPU driver where there is one, and the Horovod image. Servers booted from it
+//! (a profile's `[workers] image` or `[master] image` naming it) skip the install and the
+//! image's delivery: the bootstrap finds them there.
+//!
+//! The flow: refuse a stopped cluster or one running a job; read what the bake would hold and
+//! its key (an earlier bake with the same key is found and kept, nothing made); set aside on
+//! the node everything that belongs to this cluster or this boot (`templates/node/bake.sh`, on
+//! a tmpfs, never on a disk); the cloud's snapshot of the node's root disk; everything put back;
+//! `up` makes the node's containers again and checks the cluster.
+
+use std::path::Path;
+use std::time::Instant;
+
+use super::jobs::read_jobs;
+use crate::bake::{self, BakeInputs};
+use crate::bootstrap::{BootstrapError, NodeSession};
+use crate::cluster;
+use crate::context::Context;
+use crate::error::Error;
+use crate::input;
+use crate::plan::{self, Role};
+use crate::provider::BakedImage;
+use crate::ssh::SshError;
+use crate::templates;
+
+/// What the bake came to.
+#[derive(Debug)]
+struct BakeReport {
+    image: BakedImage,
+    node: String,
+    /// An earlier bake with the same key: nothing was made.
+    found: bool,
+}
+
+pub async fn bake(
+    ctx: &Context,
+    file: &Path,
+    node: Option<&str>,
+    name: Option<&str>,
+) -> Result<u8, Error> {
+    let started = Instant::now();
+    if let Some(name) = name {
+        bake::check_name(name).map_err(|e| Error::Usage(format!("--name: {e}")))?;
+    }
+    // a stopped cluster is bad input here: there is no node to bake
+    let existing = cluster::existing_or(ctx, file, Error::Usage).await?;
+    if !existing.provider.bakes() {
+        return Err(Error::Usage(
+            "bake makes images on an OpenStack cloud only: the local provider cannot bake a \
+             node yet"
+                .into(),
+        ));
+    }
+    let p = &existing.profile;
+    let name = name.map_or_else(|| bake::default_name(p.name.as_str()), str::to_string);
+    let target = pick_node(p.name.as_str(), &existing.nodes, node)?;
+    let shown_file = super::shown_path(file);
+    let report = {
+        let _lock = existing.dir.lock()?;
+        let opened = existing.open(ctx).await?;
+        let jobs = read_jobs(opened.master()).await?;
+        if let Some(job) = jobs.iter().find(|j| !j.state.ended()) {
+            return Err(Error::Usage(format!(
+                "bake: job {} is {} on the cluster: a bake takes a node's containers away; wait \
+                 for it (`hvd-cluster jobs {shown_file}`) or cancel it",
+                job.id,
+                job.state.as_str()
+            )));
+        }
+        let session = opened
+            .sessions
+            .iter()
+            .find(|s| s.node.name == target)
+            .ok_or_else(|| Error::Runtime(format!("bake: no session to {target}")))?;
+        let facts = session
+            .ssh
+            .sudo(&bake::facts_command(&p.container.image))
+            .await
+            .map_err(BootstrapError::from)?;
+        let Some((image_id, docker, driver)) = bake::parse_facts(&facts) else {
+            return Err(Error::Usage(format!(
+                "bake: {target} holds no Docker with the image {}: `hvd-cluster up {shown_file}` \
+                 first",
+                input::shown(&p.container.image)
+            )));
+        };
+        let role_image = match session.node.role {
+            Role::Master => p.master.image.as_deref(),
+            Role::Worker => p.worker_image(),
+        };
+        let inputs = BakeInputs {
+            source_image: role_image.unwrap_or("volume").to_string(),
+            horovod_image_id: image_id.clone(),
+            docker_version: docker,
+            gpu_driver: driver,
+        };
+        let key = inputs.key();
+        if let Some(image) = existing.provider.find_bake(&key).await? {
+            ctx.progress.line(format!(
+                "bake: {} ({}) already holds this node's Docker and image {}: nothing made",
+                input::shown(&image.name),
+                image.id,
+                short_id(&image_id)
+            ));
+            BakeReport {
+                image,
+                node: target.clone(),
+                found: true,
+            }
+        } else {
+            let properties = inputs.properties(p.name.as_str(), &target);
+            let image = snapshot(
+                ctx,
+                &existing,
+                session,
+                &target,
+                &name,
+                &image_id,
+                &properties,
+            )
+            .await?;
+            BakeReport {
+                image,
+                node: target.clone(),
+                found: false,
+            }
+        }
+    };
+    if !report.found {
+        // The node's containers went with the bake's preparation: `up` makes them again and
+        // checks the whole cluster (it takes the folder's lock itself).
+        ctx.progress.line(format!(
+            "bake: {target} set back; `up` makes its containers again"
+        ));
+        super::up::up(ctx, file, false).await?;
+    }
+    println!(
+        "bake: {} ({}){}{} from {} in {:.0}s; boot nodes from it with `image = \"{}\"` under \
+         [workers] or [master]",
+        input::shown(&report.image.name),
+        report.image.id,
+        report
+            .image
+            .size
+            .map(|b| format!(", {}", size(b)))
+            .unwrap_or_default(),
+        if report.found { ", found" } else { "" },
+        report.node,
+        started.elapsed().as_secs_f64(),
+        input::shown(&report.image.name)
+    );
+    Ok(0)
+}
+
+/// Prepares the node, has the cloud snapshot it, and puts everything back whatever the
+/// snapshot's outcome.
+async fn snapshot(
+    ctx: &Context,
+    existing: &cluster::Existing,
+    session: &NodeSession,
+    target: &str,
+    name: &str,
+    image_id: &str,
+    properties: &std::collections::BTreeMap<String, String>,
+) -> Result<BakedImage, Error> {
+    let ssh = &session.ssh;
+    ssh.sudo(&bake::mount_command())
+        .await
+        .map_err(BootstrapError::from)?;
+    ssh.write_file(bake::BAKE_SCRIPT, templates::BAKE_SCRIPT.as_bytes(), 0o700)
+        .await
+        .map_err(BootstrapError::from)?;
+    match ssh.sudo(&bake::prepare_command(name, image_id)).await {
+        Ok(_) => {}
+        Err(SshError::Command { code, stderr, .. }) if code == "3" => {
+            let _ = ssh.sudo(&bake::restore_command()).await;
+            return Err(Error::Usage(format!(
+                "bake: {target}: {}; bake another node with --node",
+                input::shown_message(stderr.trim(), 300)
+            )));
+        }
+        Err(e) => {
+            let _ = ssh.sudo(&bake::restore_command()).await;
+            return Err(BootstrapError::from(e).into());
+        }
+    }
+    ctx.progress.line(format!(
+        "bake: {target} prepared (its cluster's keys, files, containers and logs set aside on a \
+         tmpfs); the cloud snapshots its root disk into {} (if this command is cut short, the \
+         node puts them back by itself within 90 minutes and `up` makes its containers again)",
+        input::shown(name)
+    ));
+    let made = existing
+        .provider
+        .bake(existing.profile.name.as_str(), target, name, properties)
+        .await;
+    let restored = ssh.sudo(&bake::restore_command()).await;
+    let image = made?;
+    restored.map_err(BootstrapError::from)?;
+    Ok(image)
+}
+
+/// The node a bake is made from: the one named (as `ssh` takes it), else the first worker,
+/// else the master.
+fn pick_node(
+    cluster: &str,
+    nodes: &[crate::state::Node],
+    wanted: Option<&str>,
+) -> Result<String, Error> {
+    let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    match wanted {
+        Some(n) => {
+            let prefixed = format!("{cluster}-{n}");
+            names
+                .iter()
+                .find(|x| **x == n || **x == prefixed)
+                .map(|x| x.to_string())
+                .ok_or_else(|| {
+                    Error::Usage(format!(
+                        "bake: no node `{}`; nodes: {}",
+                        input::shown(n),
+                        names.join(", ")
+                    ))
+                })
+        }
+        None => Ok(nodes
+            .iter()
+            .find(|n| n.role == Role::Worker)
+            .map(|n| n.name.clone())
+            .unwrap_or_else(|| plan::Names(cluster).master())),
+    }
+}
+
+fn short_id(id: &str) -> &str {
+    let hex = id.strip_prefix("sha256:").unwrap_or(id);
+    &hex[..hex.len().min(12)]
+}
+
+/// An image's size as people read it.
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1_000_000_000 => format!("{:.1} GB", b as f64 / 1e9),
+        b if b >= 1_000_000 => format!("{:.0} MB", b as f64 / 1e6),
+        b => format!("{b} bytes"),
+    }
+}

@@ -1,0 +1,161 @@
+//! A bake on the cloud: Nova's `createImage` of one of the cluster's servers (a snapshot of its
+//! root disk into a private Glance image carrying the bake's properties), waited for until
+//! Glance holds the whole image and Nova is done with the server; and the look-up of an
+//! earlier bake by its key.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::settle::settle;
+use super::OpenStackProvider;
+use crate::bake::KEY_PROPERTY;
+use crate::input::shown;
+use crate::openstack::compute::ServerStatus;
+use crate::provider::{BakedImage, ProviderError};
+use crate::wait::{wait_until, Probe, WaitError};
+
+/// From `createImage` to an active image: the disk read and uploaded (grows with the disk).
+const BAKE_DEADLINE: Duration = Duration::from_secs(3600);
+
+fn text<'a>(image: &'a Value, key: &str) -> Option<&'a str> {
+    image.get(key).and_then(Value::as_str)
+}
+
+fn baked(image: &Value) -> BakedImage {
+    BakedImage {
+        id: text(image, "id").unwrap_or_default().to_string(),
+        name: text(image, "name").unwrap_or_default().to_string(),
+        size: image.get("size").and_then(Value::as_u64),
+    }
+}
+
+impl OpenStackProvider {
+    /// This project's images carrying the bake `key` (compared here too: a cloud that ignored
+    /// the filter sends every image).
+    async fn bakes_with_key(&self, key: &str) -> Result<Vec<Value>, ProviderError> {
+        let project = self.os.project_id().to_string();
+        Ok(self
+            .os
+            .image()
+            .list_by_property(KEY_PROPERTY, key)
+            .await?
+            .into_iter()
+            .filter(|i| text(i, KEY_PROPERTY) == Some(key) && text(i, "owner") == Some(&project))
+            .collect())
+    }
+
+    pub async fn find_bake(&self, key: &str) -> Result<Option<BakedImage>, ProviderError> {
+        let mut found = None;
+        for image in self.bakes_with_key(key).await? {
+            match text(&image, "status") {
+                Some("active") if found.is_none() => found = Some(baked(&image)),
+                Some("active") => {}
+                // queued or saving with no bake under way (the caller holds the cluster's
+                // lock), killed, or deactivated: what an earlier bake left
+                _ => {
+                    if let Some(id) = text(&image, "id") {
+                        self.os.image().delete_image(id).await?;
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    pub async fn bake(
+        &self,
+        cluster: &str,
+        node: &str,
+        name: &str,
+        properties: &BTreeMap<String, String>,
+    ) -> Result<BakedImage, ProviderError> {
+        // The name must not be an image of another project's: a profile naming it would
+        // find theirs, or two of that name.
+        let project = self.os.project_id().to_string();
+        for other in self.os.image().list_by_name(name).await? {
+            if other.owner.as_deref() != Some(project.as_str()) {
+                return Err(ProviderError::Resolve {
+                    what: format!("bake name `{}`", shown(name)),
+                    detail: format!(
+                        "image {} of that name belongs to another project: choose another \
+                         name with --name",
+                        other.id
+                    ),
+                });
+            }
+        }
+        let servers = self.cluster_servers(cluster).await?;
+        let server = servers
+            .iter()
+            .find(|s| s.name.as_deref() == Some(node))
+            .ok_or_else(|| ProviderError::Cloud(format!("no server {node} in the cluster")))?;
+        if server.status != ServerStatus::Active {
+            return Err(ProviderError::Cloud(format!(
+                "server {node} is not ACTIVE: a bake needs it running"
+            )));
+        }
+        let key = properties.get(KEY_PROPERTY).cloned().unwrap_or_default();
+        let compute = self.os.compute();
+        let (compute, id, key) = (&compute, server.id.as_str(), key.as_str());
+        let image_id = settle(
+            &self.settle,
+            || async move { compute.create_image(id, name, properties).await },
+            || async move {
+                let found = self.os.image().list_by_property(KEY_PROPERTY, key).await?;
+                Ok(found
+                    .iter()
+                    .find(|i| text(i, "name") == Some(name))
+                    .and_then(|i| text(i, "id"))
+                    .map(str::to_string))
+            },
+        )
+        .await?;
+        let image_id = image_id.as_str();
+        wait_until(BAKE_DEADLINE, Duration::from_secs(3), move || async move {
+            let image = match self.os.image().get_image(image_id).await {
+                Ok(Some(i)) => i,
+                Ok(None) => {
+                    return Probe::Failed(ProviderError::Cloud(format!(
+                        "image {image_id} of the bake is gone: the cloud deleted it while it was \
+                         made (its compute service's log says why)"
+                    )))
+                }
+                Err(e) => return Probe::Failed(e.into()),
+            };
+            let task = match compute.get_server(id).await {
+                Ok(s) => s.and_then(|s| s.task_state).filter(|t| !t.is_empty()),
+                Err(e) => return Probe::Failed(e.into()),
+            };
+            match (image.status.as_str(), task) {
+                ("active", None) => Probe::Ready(BakedImage {
+                    id: image.id,
+                    name: image.name.unwrap_or_default(),
+                    size: image.size,
+                }),
+                ("killed" | "deleted" | "deactivated", _) => {
+                    Probe::Failed(ProviderError::Cloud(format!(
+                        "the snapshot of {node} failed: image {image_id} is {} (the compute \
+                         service's log says why)",
+                        shown(&image.status)
+                    )))
+                }
+                (status, task) => Probe::Waiting(format!(
+                    "image {}{}",
+                    shown(status),
+                    task.map(|t| format!(", server task {}", shown(&t)))
+                        .unwrap_or_default()
+                )),
+            }
+        })
+        .await
+        .map_err(|e| match e {
+            WaitError::Failed(e) => e,
+            WaitError::TimedOut { last, secs } => ProviderError::Cloud(format!(
+                "the snapshot of {node} was not done after {secs}s ({last}); `bake` again finds \
+                 it once it is, or removes what is left"
+            )),
+        })
+    }
+}
