@@ -145,13 +145,16 @@ vm_cleanup() {
 docker_cleanup() {
   ip route flush proto $ROUTE_PROTO 2>/dev/null || true
   have_docker || return 0
-  local c v n rc=0
+  local c v n i rc=0
   c=$(docker ps -aq --filter label=hvd-cloud=1)
   [ -z "$c" ] || docker rm --force $c >/dev/null || rc=1
   v=$(docker volume ls -q --filter label=hvd-cloud=1)
   [ -z "$v" ] || docker volume rm $v >/dev/null || rc=1
   n=$(docker network ls -q --filter label=hvd-cloud=1)
   [ -z "$n" ] || docker network rm $n >/dev/null || rc=1
+  # the servers' snapshots (tests/cloud/dockervirt: `hvd-cluster bake` on the real hosts)
+  i=$(docker images -q --filter label=hvd-cloud.snapshot | sort -u)
+  [ -z "$i" ] || docker rmi --force $i >/dev/null || rc=1
   [ -z "$c$v$n" ] || echo "docker: removed $(echo $c | wc -w) container(s), $(echo $v | wc -w)" \
     "volume(s), $(echo $n | wc -w) network(s) labelled hvd-cloud=1"
   return $rc

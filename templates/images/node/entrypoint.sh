@@ -46,8 +46,10 @@ echo "-----BEGIN SSH HOST KEY KEYS-----"
 cat /etc/ssh/ssh_host_*_key.pub
 echo "-----END SSH HOST KEY KEYS-----"
 
-# --- cloud-init: /run is no tmpfs in a container, so drop the last boot's state as a reboot would
-rm -rf /run/cloud-init
+# --- /run is no tmpfs in a container: drop the last boot's state as a reboot would. cloud-init's,
+# and the inner engine's (a container made from a committed node, as the test cloud's snapshot
+# makes it, carries its pid file: dockerd refuses to start when that pid is alive again)
+rm -rf /run/cloud-init /run/docker /run/docker.pid /run/docker.sock /run/containerd
 
 # --- inner Docker engine
 probe_overlay() {   # kernel overlayfs on the /var/lib/docker filesystem, as overlay2 would mount it

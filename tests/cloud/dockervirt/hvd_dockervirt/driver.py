@@ -15,6 +15,14 @@ provider does; on a real cloud the workers would mount the master's export inste
 real server's disks, that volume outlives a shelve: it goes only when the last container on
 the network is deleted, or once Neutron no longer knows the network (a cluster deleted while
 shelved: Nova deletes an offloaded server without its driver).
+
+Snapshots (Nova's createImage, as `hvd-cluster bake` calls it): the node container committed as
+a Docker image and its /var/lib/docker volume (where the node's own Docker keeps its images: a
+commit leaves volumes out) copied into a volume of the snapshot's. The Glance image names both
+(hvd_docker_image, hvd_docker_volume); its bytes are a short note, where a real driver uploads
+the disk. A server of that image starts from the committed image with a copy of that volume, as
+a server booted from a real snapshot finds the disk's files. Stand-in: what `bake` cleans is
+then read from the committed image's file system, not from a disk image.
 """
 import base64
 import io
@@ -27,6 +35,7 @@ from nova.compute import power_state
 from nova.compute import task_states
 from nova import context as nova_context
 from nova import exception
+from nova.image import glance
 from nova.virt import fake
 from nova.virt import hardware
 from oslo_log import log as logging
@@ -38,6 +47,9 @@ LOG = logging.getLogger(__name__)
 SMALL_DISK_GB = 2
 
 IMAGE_PROP = "image_hvd_docker_image"
+# A snapshot's copy of its node's /var/lib/docker (see snapshot), seeded into each new node's own.
+VOLUME_PROP = "image_hvd_docker_volume"
+SNAPSHOT_LABEL = "hvd-cloud.snapshot"
 # --privileged fails on a host whose capability bounding set lacks CAP_SYS_RESOURCE ("unable to
 # apply caps"); this set lets the node's own dockerd, mounts and nfs-ganesha work everywhere.
 NODE_FLAGS = ["--cap-add=ALL", "--cap-drop=SYS_RESOURCE", "--security-opt=seccomp=unconfined",
@@ -88,6 +100,16 @@ def _network_gone(net_id):
     except Exception as e:   # noqa: BLE001 - kept, and said
         LOG.warning("hvd docker driver: could not ask Neutron for network %s: %s", net_id, e)
         return False
+
+
+def _copy_volume(image, source, target):
+    """Copies volume SOURCE into volume TARGET with IMAGE's cp, keeping owners, modes, device
+    nodes and extended attributes (an inner overlay2's whiteouts and opaque directories)."""
+    if not inspect("volume", source):
+        raise DockerError(f"volume {source} of the snapshot is gone from this machine")
+    docker("run", "--rm", *NODE_FLAGS, "--network", "none", "-v", f"{source}:/from:ro",
+           "-v", f"{target}:/to", "--entrypoint", "cp", image, "-a", "/from/.", "/to/",
+           timeout=1800)
 
 
 def _seed_tar(instance, key_data):
@@ -193,6 +215,10 @@ class DockerNodeDriver(fake.FakeDriverWithoutFakeNodes):
             nets = [self._ensure_network(*v) for v in vifs]
             docker("volume", "create", "--label", f"{LABEL}=1",
                    "--label", f"{INSTANCE_LABEL}={instance.uuid}", *room, volume)
+            seed = instance.system_metadata.get(VOLUME_PROP)
+            if seed:
+                # a snapshot's server: its Docker's files, as its disk would hold them
+                _copy_volume(image, seed, volume)
             if vifs:
                 shared = self._ensure_shared_volume(vifs[0][0])
                 args += ["-v", f"{shared}:/shared", "--network", nets[0], "--ip", vifs[0][3]]
@@ -273,6 +299,36 @@ class DockerNodeDriver(fake.FakeDriverWithoutFakeNodes):
                 elif vol not in own_shared and _network_gone(vol.removeprefix("hvd-shared-")):
                     docker("volume", "rm", vol)
         LOG.info("hvd docker driver: removed %s", name)
+
+    # ------------------------------------------------------------------ snapshot
+    def snapshot(self, context, instance, image_id, update_task_state):
+        # createImage only: a shelve's snapshot stays the fake driver's (the node's disks are
+        # not kept across shelve and unshelve here; /shared is)
+        if not self._is_node(instance) or instance.task_state != task_states.IMAGE_SNAPSHOT:
+            return super().snapshot(context, instance, image_id, update_task_state)
+        name = container_name(instance.uuid)
+        if not inspect("container", name):
+            raise exception.InstanceNotRunning(instance_id=instance.uuid)
+        update_task_state(task_state=task_states.IMAGE_PENDING_UPLOAD)
+        tag = f"hvd-cloud/snapshot:{image_id}"
+        volume = f"hvd-snapshot-{image_id}-docker"
+        try:
+            docker("commit", "--change", f"LABEL {LABEL}=1", "--change",
+                   f"LABEL {SNAPSHOT_LABEL}={image_id}", name, tag, timeout=1800)
+            docker("volume", "create", "--label", f"{LABEL}=1", "--label",
+                   f"{SNAPSHOT_LABEL}={image_id}", volume)
+            _copy_volume(tag, f"{name}-docker", volume)
+        except DockerError as e:
+            LOG.error("hvd docker driver: snapshot %s: %s", image_id, e, instance=instance)
+            raise exception.NovaException(str(e))
+        update_task_state(task_state=task_states.IMAGE_UPLOADING,
+                          expected_state=task_states.IMAGE_PENDING_UPLOAD)
+        meta = {"disk_format": "raw", "container_format": "bare",
+                "properties": {"hvd_docker_image": tag, "hvd_docker_volume": volume}}
+        note = (f"hvd test cloud snapshot: Docker image {tag}, volume {volume}\n").encode()
+        glance.API().update(context, image_id, meta, data=io.BytesIO(note), purge_props=False)
+        LOG.info("hvd docker driver: snapshot %s of %s: %s and %s", image_id, name, tag, volume,
+                 instance=instance)
 
     # ------------------------------------------------------------------ power
     def get_info(self, instance, use_cache=True):
