@@ -135,32 +135,43 @@ pub fn restore_command() -> String {
     )
 }
 
-/// What the key needs from the node: one `KEY=VALUE` line each (see [`parse_facts`]).
+/// What the key needs from the node, and whether its cluster's containers run: one
+/// `KEY=VALUE` line each (see [`parse_facts`]).
 pub fn facts_command(image: &str) -> String {
     format!(
         "printf 'image=%s\\n' \"$(docker image inspect -f '{{{{.Id}}}}' {} 2>/dev/null)\"; \
          printf 'docker=%s\\n' \"$(docker version -f '{{{{.Server.Version}}}}' 2>/dev/null)\"; \
-         printf 'driver=%s\\n' \"$(cat /sys/module/nvidia/version 2>/dev/null || echo none)\"",
+         printf 'driver=%s\\n' \"$(cat /sys/module/nvidia/version 2>/dev/null || echo none)\"; \
+         printf 'containers=%s\\n' \"$(docker ps -q --filter label=hvd-cluster.config 2>/dev/null | wc -l)\"",
         shell_quote(image)
     )
 }
 
-/// The facts [`facts_command`] printed: (image id, Docker's version, driver); `None` for a
-/// node without the image or without Docker, which has nothing to bake.
-pub fn parse_facts(out: &str) -> Option<(String, String, String)> {
+/// What a node says for its bake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFacts {
+    pub image_id: String,
+    pub docker_version: String,
+    pub gpu_driver: String,
+    /// The cluster's containers running there (none after a bake cut short).
+    pub containers: u32,
+}
+
+/// The facts [`facts_command`] printed; `None` for a node without the image or without
+/// Docker, which has nothing to bake.
+pub fn parse_facts(out: &str) -> Option<NodeFacts> {
     let get = |key: &str| {
         out.lines()
             .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
             .map(|v| v.trim().to_string())
             .filter(|v| !v.is_empty())
     };
-    let image = get("image").filter(|v| v.starts_with("sha256:"))?;
-    let docker = get("docker")?;
-    Some((
-        image,
-        docker,
-        get("driver").unwrap_or_else(|| "none".into()),
-    ))
+    Some(NodeFacts {
+        image_id: get("image").filter(|v| v.starts_with("sha256:"))?,
+        docker_version: get("docker")?,
+        gpu_driver: get("driver").unwrap_or_else(|| "none".into()),
+        containers: get("containers").and_then(|n| n.parse().ok()).unwrap_or(0),
+    })
 }
 
 #[cfg(test)]
@@ -231,10 +242,20 @@ mod tests {
 
     #[test]
     fn facts_are_read_from_their_lines() {
-        let out = "image=sha256:0123\ndocker=20.10.24+dfsg1\ndriver=none\n";
+        let out = "image=sha256:0123\ndocker=20.10.24+dfsg1\ndriver=none\ncontainers=1\n";
         assert_eq!(
             parse_facts(out),
-            Some(("sha256:0123".into(), "20.10.24+dfsg1".into(), "none".into()))
+            Some(NodeFacts {
+                image_id: "sha256:0123".into(),
+                docker_version: "20.10.24+dfsg1".into(),
+                gpu_driver: "none".into(),
+                containers: 1,
+            })
+        );
+        let cut_short = parse_facts("image=sha256:1\ndocker=20\ncontainers=0\n").unwrap();
+        assert_eq!(
+            (cut_short.containers, cut_short.gpu_driver.as_str()),
+            (0, "none")
         );
         assert_eq!(parse_facts("image=\ndocker=20\ndriver=none"), None);
         assert_eq!(parse_facts("image=sha256:1\ndocker=\n"), None);

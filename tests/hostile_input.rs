@@ -473,7 +473,7 @@ fn hostile_profiles(sandbox: &Sandbox) -> Vec<(String, String, String)> {
 }
 
 #[test]
-fn validate_status_stop_start_and_down_refuse_hostile_profiles_with_the_field_named() {
+fn validate_status_stop_start_down_and_bake_refuse_hostile_profiles_with_the_field_named() {
     let sandbox = Sandbox::new();
     let cases = hostile_profiles(&sandbox);
     let files: Vec<PathBuf> = (0..cases.len())
@@ -482,7 +482,7 @@ fn validate_status_stop_start_and_down_refuse_hostile_profiles_with_the_field_na
     let before = sandbox.snapshot();
     for ((label, _, field), file) in cases.iter().zip(&files) {
         let file = file.to_str().unwrap();
-        for command in ["validate", "status", "stop", "start", "down"] {
+        for command in ["validate", "status", "stop", "start", "down", "bake"] {
             let out = sandbox.run(&[command, file]);
             let case = format!("{command} <{label}>");
             assert_refused(&out, &case, field);
@@ -635,6 +635,36 @@ fn push_pull_and_stage_refuse_hostile_paths_before_anything_happens() {
         let case = format!("push of {local}");
         let out = sandbox.run(&["push", profile, path.to_str().unwrap(), "/shared/x"]);
         assert_refused(&out, &case, says);
+        sandbox.assert_untouched(&before, &case);
+    }
+}
+
+#[test]
+fn bake_refuses_a_hostile_image_name_before_anything_happens() {
+    let sandbox = Sandbox::new();
+    let canary = sandbox.canary.display().to_string();
+    let profile = sandbox.profile(0, BASE);
+    let profile = profile.to_str().unwrap();
+    let before = sandbox.snapshot();
+    for name in [
+        String::new(),
+        "-rf".into(),
+        "../other-project".into(),
+        format!("x;touch {canary}"),
+        "a\nb".into(),
+        "\u{1b}]0;pwned\u{7}".into(),
+        "x".repeat(101),
+    ] {
+        let case = format!(
+            "bake --name {:?}",
+            name.chars().take(40).collect::<String>()
+        );
+        let arg = format!("--name={name}");
+        assert_refused(
+            &sandbox.run(&["bake", profile, &arg]),
+            &case,
+            "cannot name a bake",
+        );
         sandbox.assert_untouched(&before, &case);
     }
 }

@@ -32,6 +32,8 @@ struct BakeReport {
     node: String,
     /// An earlier bake with the same key: nothing was made.
     found: bool,
+    /// The node's containers are to be made again (`up`).
+    restart: bool,
 }
 
 pub async fn bake(
@@ -79,7 +81,7 @@ pub async fn bake(
             .sudo(&bake::facts_command(&p.container.image))
             .await
             .map_err(BootstrapError::from)?;
-        let Some((image_id, docker, driver)) = bake::parse_facts(&facts) else {
+        let Some(facts) = bake::parse_facts(&facts) else {
             return Err(Error::Usage(format!(
                 "bake: {target} holds no Docker with the image {}: `hvd-cluster up {shown_file}` \
                  first",
@@ -90,11 +92,12 @@ pub async fn bake(
             Role::Master => p.master.image.as_deref(),
             Role::Worker => p.worker_image(),
         };
+        let image_id = facts.image_id.clone();
         let inputs = BakeInputs {
             source_image: role_image.unwrap_or("volume").to_string(),
-            horovod_image_id: image_id.clone(),
-            docker_version: docker,
-            gpu_driver: driver,
+            horovod_image_id: facts.image_id,
+            docker_version: facts.docker_version,
+            gpu_driver: facts.gpu_driver,
         };
         let key = inputs.key();
         if let Some(image) = existing.provider.find_bake(&key).await? {
@@ -108,6 +111,8 @@ pub async fn bake(
                 image,
                 node: target.clone(),
                 found: true,
+                // a bake cut short after its snapshot left the node without its containers
+                restart: facts.containers == 0,
             }
         } else {
             let properties = inputs.properties(p.name.as_str(), &target);
@@ -125,10 +130,11 @@ pub async fn bake(
                 image,
                 node: target.clone(),
                 found: false,
+                restart: true,
             }
         }
     };
-    if !report.found {
+    if report.restart {
         // The node's containers went with the bake's preparation: `up` makes them again and
         // checks the whole cluster (it takes the folder's lock itself).
         ctx.progress.line(format!(
@@ -165,6 +171,11 @@ async fn snapshot(
     image_id: &str,
     properties: &std::collections::BTreeMap<String, String>,
 ) -> Result<BakedImage, Error> {
+    // Ctrl-C lets the bake end (the snapshot read, the node set back) for up to a minute
+    // before the command is dropped (main.rs); after that the node's timer sets it back.
+    let Some(_call) = crate::interrupt::GATE.begin() else {
+        return Err(Error::Interrupted);
+    };
     let ssh = &session.ssh;
     ssh.sudo(&bake::mount_command())
         .await
