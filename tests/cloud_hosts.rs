@@ -566,6 +566,18 @@ fn bake_a_worker_and_boot_the_workers_from_it(c: &TestCluster) -> Baked {
         &format!("[workers]\ncount = 2\nflavor = \"m1.small\"\nimage = \"{name}\"\n"),
     );
     std::fs::write(&c.profile, text).unwrap();
+    // `plan` says so before anything boots from it.
+    let plan = c.hvd(&["plan", &c.profile]);
+    let shown = String::from_utf8_lossy(&plan.stdout).into_owned();
+    assert!(matches!(plan.status.code(), Some(0 | 10)), "{shown}");
+    let short = image_id.trim().get(..19).unwrap_or("?").to_string();
+    assert!(
+        shown.contains(&format!(
+            "workers: boot from the bake `{name}`: Docker and the Horovod image {short} on its \
+             root disk"
+        )),
+        "{shown}"
+    );
     Baked { name, host_key }
 }
 

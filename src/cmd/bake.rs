@@ -104,7 +104,7 @@ pub async fn bake(
             ctx.progress.line(format!(
                 "bake: {} ({}) already holds this node's Docker and image {}: nothing made",
                 input::shown(&image.name),
-                image.id,
+                input::shown(&image.id),
                 short_id(&image_id)
             ));
             BakeReport {
@@ -146,7 +146,7 @@ pub async fn bake(
         "bake: {} ({}){}{} from {} in {:.0}s; boot nodes from it with `image = \"{}\"` under \
          [workers] or [master]",
         input::shown(&report.image.name),
-        report.image.id,
+        input::shown(&report.image.id),
         report
             .image
             .size

@@ -37,6 +37,9 @@ pub struct Image {
     pub instance_uuid: Option<String>,
     /// `snapshot` on images Nova made from a server.
     pub image_type: Option<String>,
+    /// A bake's key and the Horovod image it holds (`hvd-cluster bake`'s properties).
+    pub hvd_bake_key: Option<String>,
+    pub hvd_bake_horovod_image: Option<String>,
 }
 
 /// Picks the image among active candidates with the same name: the one created last wins

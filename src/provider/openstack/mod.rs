@@ -58,6 +58,8 @@ pub const KEEP_KEY: &str = "hvd-keep";
 struct Resolved {
     flavors: HashMap<String, openstack::Flavor>,
     images: HashMap<String, String>,
+    /// The images that are bakes (`hvd-cluster bake`): the Horovod image's id each holds.
+    bakes: HashMap<String, String>,
     /// What a root volume made from each image needs at least (GiB; its min_disk or size).
     image_needs_gb: HashMap<String, u64>,
     /// Networks by name: external networks, the floating IP pool, an existing network.
