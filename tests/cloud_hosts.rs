@@ -504,7 +504,9 @@ fn bake_a_worker_and_boot_the_workers_from_it(c: &TestCluster) -> Baked {
             .to_string(),
     ];
     let ctr = format!("{}-bake-read", c.name);
-    let _ = Command::new("docker").args(["rm", "-f", &ctr]).output();
+    let _ = Command::new("docker")
+        .args(["rm", "-f", "-v", &ctr])
+        .output();
     let created = Command::new("docker")
         .args(["create", "--name", &ctr, "--entrypoint", "true", tag])
         .output()
@@ -542,7 +544,9 @@ fn bake_a_worker_and_boot_the_workers_from_it(c: &TestCluster) -> Baked {
         )
         .output()
         .expect("read the bake's paths");
-    let _ = Command::new("docker").args(["rm", "-f", &ctr]).output();
+    let _ = Command::new("docker")
+        .args(["rm", "-f", "-v", &ctr])
+        .output();
     assert_eq!(
         (in_files.as_str(), in_docker.as_str()),
         ("0", ""),
