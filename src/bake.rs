@@ -139,11 +139,11 @@ pub fn restore_command() -> String {
 /// `KEY=VALUE` line each (see [`parse_facts`]).
 pub fn facts_command(image: &str) -> String {
     format!(
-        "printf 'image=%s\\n' \"$(docker image inspect -f '{{{{.Id}}}}' {} 2>/dev/null)\"; \
+        "printf 'image=%s\\n' \"{}\"; \
          printf 'docker=%s\\n' \"$(docker version -f '{{{{.Server.Version}}}}' 2>/dev/null)\"; \
          printf 'driver=%s\\n' \"$(cat /sys/module/nvidia/version 2>/dev/null || echo none)\"; \
          printf 'containers=%s\\n' \"$(docker ps -q --filter label=hvd-cluster.config 2>/dev/null | wc -l)\"",
-        shell_quote(image)
+        crate::images::node_image_id(image)
     )
 }
 
@@ -172,6 +172,12 @@ pub fn parse_facts(out: &str) -> Option<NodeFacts> {
         gpu_driver: get("driver").unwrap_or_else(|| "none".into()),
         containers: get("containers").and_then(|n| n.parse().ok()).unwrap_or(0),
     })
+}
+
+/// `sha256:0123456789ab`: an image id as the bake's lines show it (shown escaped).
+pub fn short_image_id(id: &str) -> String {
+    let shown = shown(id);
+    shown.get(..19).unwrap_or(&shown).to_string()
 }
 
 #[cfg(test)]

@@ -269,6 +269,15 @@ async fn inspect_local_image(image: &str, format: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// A shell substitution a node runs for IMAGE's id in its Docker engine: empty when the image
+/// (or the engine) is not there. The reference is quoted.
+pub fn node_image_id(image: &str) -> String {
+    format!(
+        "$(docker image inspect -f '{{{{.Id}}}}' {} 2>/dev/null)",
+        crate::ssh::shell_quote(image)
+    )
+}
+
 /// The id of an image on this machine's Docker engine, if it is there.
 pub async fn local_image_id(image: &str) -> Option<String> {
     inspect_local_image(image, "{{.Id}}").await

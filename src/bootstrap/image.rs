@@ -23,18 +23,8 @@ pub async fn lacking<'a>(
     sessions: &'a [NodeSession],
 ) -> Result<Vec<&'a NodeSession>, BootstrapError> {
     // The image reference passed the reference grammar; it is still quoted wherever a shell sees it.
-    let quoted_image = ssh::shell_quote(image);
-    let ids = try_join_all(sessions.iter().map(|s| {
-        let quoted_image = &quoted_image;
-        async move {
-            s.ssh
-                .sudo(&format!(
-                    "docker image inspect -f '{{{{.Id}}}}' {quoted_image} 2>/dev/null || true"
-                ))
-                .await
-        }
-    }))
-    .await?;
+    let script = format!("printf '%s\\n' \"{}\"", crate::images::node_image_id(image));
+    let ids = try_join_all(sessions.iter().map(|s| s.ssh.sudo(&script))).await?;
     Ok(sessions
         .iter()
         .zip(ids)
@@ -54,9 +44,9 @@ pub async fn say_baked(
     progress: &crate::progress::Progress,
 ) -> Result<(), BootstrapError> {
     let script = format!(
-        "cat {} 2>/dev/null || true; printf 'now=%s\\n' \"$(docker image inspect -f '{{{{.Id}}}}' {} 2>/dev/null)\"",
+        "cat {} 2>/dev/null || true; printf 'now=%s\\n' \"{}\"",
         crate::bake::MARKER,
-        ssh::shell_quote(image)
+        crate::images::node_image_id(image)
     );
     let outs = try_join_all(sessions.iter().map(|s| s.ssh.sudo(&script))).await?;
     for (s, out) in sessions.iter().zip(outs) {

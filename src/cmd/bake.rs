@@ -105,7 +105,7 @@ pub async fn bake(
                 "bake: {} ({}) already holds this node's Docker and image {}: nothing made",
                 input::shown(&image.name),
                 input::shown(&image.id),
-                short_id(&image_id)
+                bake::short_image_id(&image_id)
             ));
             BakeReport {
                 image,
@@ -242,11 +242,6 @@ fn pick_node(
             .map(|n| n.name.clone())
             .unwrap_or_else(|| plan::Names(cluster).master())),
     }
-}
-
-fn short_id(id: &str) -> &str {
-    let hex = id.strip_prefix("sha256:").unwrap_or(id);
-    &hex[..hex.len().min(12)]
 }
 
 /// An image's size as people read it.

@@ -159,3 +159,49 @@ impl OpenStackProvider {
         })
     }
 }
+
+/// A kind of server that boots from a bake: `workers: boot from the bake `NAME`: Docker and
+/// the Horovod image sha256:0123456789ab on its root disk ...`. On a flavor with an ephemeral
+/// disk, where Docker's data goes, the image stays behind. Pure.
+pub fn bake_line(role: &str, image: &str, holds: &str, ephemeral: bool) -> String {
+    let short = crate::bake::short_image_id(holds);
+    let name = shown(image);
+    if ephemeral {
+        format!(
+            "{role}: boot from the bake `{name}`: Docker on its root disk; the Horovod image \
+             {short} in it stays behind (Docker's data goes to the flavor's ephemeral disk) and \
+             is sent as to any node"
+        )
+    } else {
+        format!(
+            "{role}: boot from the bake `{name}`: Docker and the Horovod image {short} on its \
+             root disk (not installed or sent where that is the profile's image)"
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bake_line;
+
+    #[test]
+    fn a_kind_of_server_booted_from_a_bake_says_what_its_disk_holds() {
+        let id = "sha256:0123456789abcdef0123";
+        assert_eq!(
+            bake_line("workers", "hvd-bake", id, false),
+            "workers: boot from the bake `hvd-bake`: Docker and the Horovod image \
+             sha256:0123456789ab on its root disk (not installed or sent where that is the \
+             profile's image)"
+        );
+        let eph = bake_line("master", "hvd-bake", id, true);
+        assert!(
+            eph.contains("stays behind") && eph.contains("ephemeral disk"),
+            "{eph}"
+        );
+        let hostile = bake_line("workers", "a\u{1b}[2J", "\u{7}", false);
+        assert!(
+            !hostile.contains('\u{1b}') && !hostile.contains('\u{7}'),
+            "{hostile}"
+        );
+    }
+}

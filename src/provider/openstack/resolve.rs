@@ -261,7 +261,7 @@ impl OpenStackProvider {
                 .and_then(|f| self.resolved.flavors.get(f))
                 .is_some_and(|f| f.ephemeral > 0);
             if let Some(holds) = self.resolved.bakes.get(image) {
-                out.push(bake_line(role, image, holds, ephemeral));
+                out.push(super::bake::bake_line(role, image, holds, ephemeral));
             }
         }
         out.extend(shared_line(p));
@@ -303,27 +303,6 @@ impl OpenStackProvider {
             .get(name)
             .map(|f| gpus_in_extra_specs(&f.extra_specs))
             .unwrap_or(0)
-    }
-}
-
-/// A kind of server that boots from a bake: `workers: boot from the bake `NAME`: Docker and
-/// the Horovod image sha256:0123456789ab on its root disk ...`. On a flavor with an ephemeral
-/// disk, where Docker's data goes, the image stays behind. Pure.
-pub fn bake_line(role: &str, image: &str, holds: &str, ephemeral: bool) -> String {
-    let holds = crate::input::shown(holds);
-    let short = holds.get(..19).unwrap_or(&holds);
-    let name = crate::input::shown(image);
-    if ephemeral {
-        format!(
-            "{role}: boot from the bake `{name}`: Docker on its root disk; the Horovod image \
-             {short} in it stays behind (Docker's data goes to the flavor's ephemeral disk) and \
-             is sent as to any node"
-        )
-    } else {
-        format!(
-            "{role}: boot from the bake `{name}`: Docker and the Horovod image {short} on its \
-             root disk (not installed or sent where that is the profile's image)"
-        )
     }
 }
 
@@ -545,27 +524,6 @@ mod tests {
         assert_eq!(
             disk_line("master", &flavor(0, 0), Some(60), Some("ssd")),
             "master (g1.x): boots from a 60 GB volume of type ssd"
-        );
-    }
-
-    #[test]
-    fn a_kind_of_server_booted_from_a_bake_says_what_its_disk_holds() {
-        let id = "sha256:0123456789abcdef0123";
-        assert_eq!(
-            bake_line("workers", "hvd-bake", id, false),
-            "workers: boot from the bake `hvd-bake`: Docker and the Horovod image \
-             sha256:0123456789ab on its root disk (not installed or sent where that is the \
-             profile's image)"
-        );
-        let eph = bake_line("master", "hvd-bake", id, true);
-        assert!(
-            eph.contains("stays behind") && eph.contains("ephemeral disk"),
-            "{eph}"
-        );
-        let hostile = bake_line("workers", "a\u{1b}[2J", "\u{7}", false);
-        assert!(
-            !hostile.contains('\u{1b}') && !hostile.contains('\u{7}'),
-            "{hostile}"
         );
     }
 
