@@ -30,6 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "templates",
             "images",
+            "bake",
             "registry",
             "profile",
             "jupyter_tls",
