@@ -116,18 +116,30 @@ pub enum Command {
         Refused while a job is queued or running, for a stopped cluster, and for a node whose \
         /shared or staged data is on that disk. The image is private to the project and carries \
         its contents as properties (hvd_bake_*); a bake with the same contents (the server image, \
-        the Horovod image's id, Docker's and the driver's versions) is found, not made again. \
-        `down` leaves it: it is yours (`openstack image delete NAME`). OpenStack clouds only."
+        the Horovod image's id, Docker's and the driver's versions) is found, not made again; a \
+        name another image holds is refused before anything is made. `down` leaves a bake: it is \
+        yours. `--list` shows the project's bakes (what each holds, which servers run from it), \
+        `--delete NAME` deletes one after asking (refused while servers run from it). No cluster \
+        is needed for either. OpenStack clouds only."
     )]
     Bake {
         file: PathBuf,
         /// The node to bake (`worker-1`, `master`, or its full name); default: the first
         /// worker, else the master
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["list", "delete"])]
         node: Option<String>,
         /// The image's name (default: CLUSTER-bake; 1-100 letters, digits, `.`, `_`, `-`)
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["list", "delete"])]
         name: Option<String>,
+        /// List the project's bakes instead of baking
+        #[arg(long, conflicts_with = "delete")]
+        list: bool,
+        /// Delete the project's bake of this name or id instead of baking
+        #[arg(long, value_name = "NAME")]
+        delete: Option<String>,
+        /// With --delete: delete without asking (for scripts)
+        #[arg(long, short = 'y', requires = "delete")]
+        yes: bool,
     },
     /// The acceptance check: containers, /shared, Jupyter, and an allreduce over every slot
     /// (refused while a job is queued or running; a job submitted meanwhile waits for it)
@@ -490,9 +502,18 @@ impl Command {
                 ctx.drain_grace = Duration::from_secs(drain_grace);
                 heal::heal(ctx, &file, watch.map(Duration::from_secs)).await
             }
-            Command::Bake { file, node, name } => {
-                bake::bake(ctx, &file, node.as_deref(), name.as_deref()).await
-            }
+            Command::Bake {
+                file,
+                node,
+                name,
+                list,
+                delete,
+                yes,
+            } => match (list, delete) {
+                (true, _) => bake::list(ctx, &file).await,
+                (false, Some(wanted)) => bake::delete(ctx, &file, &wanted, yes).await,
+                (false, None) => bake::bake(ctx, &file, node.as_deref(), name.as_deref()).await,
+            },
             Command::Check { file, json } => check::check(ctx, &file, json).await,
             Command::Run {
                 file,

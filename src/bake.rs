@@ -180,6 +180,95 @@ pub fn short_image_id(id: &str) -> String {
     shown.get(..19).unwrap_or(&shown).to_string()
 }
 
+/// A bake's image, as the cloud holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BakedImage {
+    pub id: String,
+    pub name: String,
+    /// Bytes, when the cloud says.
+    pub size: Option<u64>,
+    /// When the cloud made it, as it says (RFC 3339).
+    pub created: Option<String>,
+    /// The cluster and node it was baked from, and the Horovod image's id it holds, as its
+    /// properties say.
+    pub cluster: Option<String>,
+    pub node: Option<String>,
+    pub holds: Option<String>,
+}
+
+/// An image's size as people read it.
+pub fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1_000_000_000 => format!("{:.1} GB", b as f64 / 1e9),
+        b if b >= 1_000_000 => format!("{:.0} MB", b as f64 / 1e6),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// One bake as `bake --list` shows it: name, id, size, when and where it was baked, what it
+/// holds, which of the profile's kinds of server boot from it (`roles`) and which servers run
+/// from it. Every value from the cloud shown escaped.
+pub fn listing_line(image: &BakedImage, roles: &[&str], servers: &[String]) -> String {
+    let mut line = format!("{} ({})", shown(&image.name), shown(&image.id));
+    if let Some(bytes) = image.size {
+        line.push_str(&format!(", {}", size(bytes)));
+    }
+    if let Some(made) = &image.created {
+        line.push_str(&format!(", made {}", shown(made)));
+    }
+    if let Some(node) = &image.node {
+        line.push_str(&format!(" from {}", shown(node)));
+    }
+    if let Some(holds) = &image.holds {
+        line.push_str(&format!(", holds {}", short_image_id(holds)));
+    }
+    if !roles.is_empty() {
+        line.push_str(&format!(
+            "; this profile's {} boot from it",
+            roles.join(" and ")
+        ));
+    }
+    if !servers.is_empty() {
+        line.push_str(&format!("; servers from it: {}", servers.join(", ")));
+    }
+    line
+}
+
+/// The bake `wanted` names (its name or id) among `bakes`: one, or a line that says why not
+/// (none of that name, with the names there are; two of that name, with their ids).
+pub fn pick<'a>(bakes: &'a [BakedImage], wanted: &str) -> Result<&'a BakedImage, String> {
+    let by_id: Vec<&BakedImage> = bakes.iter().filter(|b| b.id == wanted).collect();
+    let found: Vec<&BakedImage> = if by_id.is_empty() {
+        bakes.iter().filter(|b| b.name == wanted).collect()
+    } else {
+        by_id
+    };
+    match found.as_slice() {
+        [one] => Ok(one),
+        [] => {
+            let names: Vec<String> = bakes.iter().map(|b| shown(&b.name)).collect();
+            Err(format!(
+                "bake: no bake `{}` in this project (bakes: {}); nothing deleted",
+                shown(wanted),
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ))
+        }
+        many => Err(format!(
+            "bake: {} bakes are named `{}`: {}; name one by its id; nothing deleted",
+            many.len(),
+            shown(wanted),
+            many.iter()
+                .map(|b| shown(&b.id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,5 +355,59 @@ mod tests {
         assert_eq!(parse_facts("image=\ndocker=20\ndriver=none"), None);
         assert_eq!(parse_facts("image=sha256:1\ndocker=\n"), None);
         assert_eq!(parse_facts("image=rm -rf\ndocker=1\n"), None);
+    }
+
+    fn bake(name: &str, id: &str) -> BakedImage {
+        BakedImage {
+            id: id.into(),
+            name: name.into(),
+            size: Some(2_345_678_901),
+            created: Some("2026-12-04T10:00:00Z".into()),
+            cluster: Some("hvd".into()),
+            node: Some("hvd-worker-1".into()),
+            holds: Some("sha256:0123456789abcdef".into()),
+        }
+    }
+
+    #[test]
+    fn a_listing_line_says_what_where_and_who_boots_from_it() {
+        let line = listing_line(
+            &bake("hvd-bake", "b1"),
+            &["workers"],
+            &["hvd-worker-3".to_string()],
+        );
+        assert_eq!(
+            line,
+            "hvd-bake (b1), 2.3 GB, made 2026-12-04T10:00:00Z from hvd-worker-1, holds \
+             sha256:0123456789ab; this profile's workers boot from it; servers from it: \
+             hvd-worker-3"
+        );
+        let mut bare = bake("x", "b2");
+        bare.size = None;
+        bare.created = None;
+        bare.node = None;
+        bare.holds = None;
+        assert_eq!(listing_line(&bare, &[], &[]), "x (b2)");
+        let hostile = bake("a\u{1b}[2J", "\u{7}");
+        let line = listing_line(&hostile, &[], &[]);
+        assert!(
+            !line.contains('\u{1b}') && !line.contains('\u{7}'),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn a_bake_is_picked_by_id_or_by_a_name_only_it_has() {
+        let bakes = [bake("a", "id-1"), bake("b", "id-2"), bake("b", "id-3")];
+        assert_eq!(pick(&bakes, "a").map(|b| b.id.as_str()), Ok("id-1"));
+        assert_eq!(pick(&bakes, "id-3").map(|b| b.id.as_str()), Ok("id-3"));
+        let two = pick(&bakes, "b").unwrap_err();
+        assert!(two.contains("2 bakes are named `b`: id-2, id-3"), "{two}");
+        let none = pick(&bakes, "c").unwrap_err();
+        assert!(
+            none.contains("no bake `c` in this project (bakes: a, b, b)"),
+            "{none}"
+        );
+        assert!(pick(&[], "c").unwrap_err().contains("(bakes: none)"));
     }
 }

@@ -88,8 +88,8 @@ fn one_server_each(c: &TestCluster, nodes: &[String]) {
 
 /// `down` (also after a failed test), then: nothing of the cluster left in the cloud (as the
 /// user sees it) and no node container beyond those there `before`; a test's own failure first.
-/// Returns the names of the cluster's bakes, which `down` leaves (they are the user's): deleted
-/// here, as a user would once done with them.
+/// Returns the names of the cluster's bakes, which `down` leaves (they are the user's; a failed
+/// test's are deleted here, a passing one's by `bake --delete`).
 fn down_leaves_nothing(
     c: &TestCluster,
     before: &BTreeSet<String>,
@@ -109,7 +109,7 @@ fn down_leaves_nothing(
             continue;
         }
         baked.push(image["name"].as_str().unwrap_or("?").to_string());
-        if let Some(id) = image["id"].as_str() {
+        if let (Err(_), Some(id)) = (&result, image["id"].as_str()) {
             let _ = rt.block_on(os.image().delete_image(id));
         }
     }
@@ -220,6 +220,34 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
     });
     let bakes = down_leaves_nothing(&c, &before, result);
     assert_eq!(bakes, [format!("{}-bake", c.name)], "down leaves the bake");
+    a_bake_is_deleted_once_asked(&c, &bakes[0]);
+}
+
+/// After `down`: `bake --delete` without a terminal and without `--yes` deletes nothing (exit
+/// 2); with `--yes` the bake goes and `--list` no longer shows it.
+fn a_bake_is_deleted_once_asked(c: &TestCluster, name: &str) {
+    let line = common::one_error_line(&c.hvd(&["bake", &c.profile, "--delete", name]), 2);
+    assert!(
+        line.contains("nothing deleted: no terminal to ask on") && line.contains("--yes"),
+        "{line}"
+    );
+    let delete = c.hvd(&["bake", &c.profile, "--delete", name, "--yes"]);
+    let out = String::from_utf8_lossy(&delete.stdout);
+    assert!(
+        delete.status.success()
+            && out.contains(&format!("bake: {name} ("))
+            && out.contains(") deleted"),
+        "{out}{}",
+        String::from_utf8_lossy(&delete.stderr)
+    );
+    let list = c.hvd(&["bake", &c.profile, "--list"]);
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        list.status.success(),
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    assert!(!listed.contains(&format!("{name} (")), "{listed}");
 }
 
 /// `start` after the agent's stop: unshelved, the real-host servers come back as new
@@ -393,7 +421,8 @@ fn searched(search: &str, secrets: &[String]) -> String {
 /// `bake` finds the same image by its key. The image is private, says what it holds, and no
 /// file of it (the committed image's file system and the copied Docker volume, read byte for
 /// byte) holds the cluster's login key, container key, worker-1's host key or the login key's
-/// authorized_keys line. The profile's workers then boot from it: heal's replacement below.
+/// authorized_keys line. A name another image holds is refused first, before the node is
+/// touched. The profile's workers then boot from it: heal's replacement below.
 fn bake_a_worker_and_boot_the_workers_from_it(c: &TestCluster) -> Baked {
     let worker = format!("{}-worker-1", c.name);
     let name = format!("{}-bake", c.name);
@@ -405,6 +434,29 @@ fn bake_a_worker_and_boot_the_workers_from_it(c: &TestCluster) -> Baked {
             "sudo docker image inspect -f '{{{{.Id}}}}' {OUR_IMAGE}"
         )],
     );
+    // A name another image holds: refused before worker-1 is touched (a profile naming it
+    // would find two).
+    let line = common::one_error_line(
+        &c.hvd(&[
+            "bake",
+            &c.profile,
+            "--node",
+            "worker-2",
+            "--name",
+            "hvd-node-bookworm",
+        ]),
+        2,
+    );
+    assert!(
+        line.contains("the name `hvd-node-bookworm` is taken by ") && line.contains("nothing made"),
+        "{line}"
+    );
+    assert!(
+        c.on_node("worker-1", &["sudo docker ps --format '{{.Names}}'"])
+            .contains("hvd"),
+        "the refused bake left worker-1's container running"
+    );
+
     let started = Instant::now();
     let bake = c.hvd(&["bake", &c.profile]);
     eprintln!(
@@ -590,7 +642,8 @@ fn bake_a_worker_and_boot_the_workers_from_it(c: &TestCluster) -> Baked {
 /// shrinks, `heal` replaces the worker (and, the servers having changed, gives the autostop
 /// agent a new credential, the old one deleted), the job grows back.
 /// The replacement boots from the bake (Docker and the image there, nothing sent to it, a host
-/// key of its own); a bake is refused while the job runs, and from a node with staged data.
+/// key of its own); a bake is refused while the job runs, and from a node with staged data;
+/// `bake --list` names worker-3 as booted from the bake, whose deletion is refused meanwhile.
 fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run(
     c: &TestCluster,
     baked: &Baked,
@@ -693,6 +746,33 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run(
         c.on_node("worker-2", &["sudo docker ps --format '{{.Names}}'"])
             .contains("hvd"),
         "the refused bake left worker-2's container running"
+    );
+    // `--list` says the profile's workers and worker-3 boot from the bake, which cannot be
+    // deleted while they do.
+    let list = c.hvd(&["bake", &c.profile, "--list"]);
+    let listed = String::from_utf8_lossy(&list.stdout).into_owned();
+    assert!(
+        list.status.success(),
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    let line = listed
+        .lines()
+        .find(|l| l.starts_with(&format!("{} (", baked.name)))
+        .unwrap_or_else(|| panic!("the bake listed: {listed}"));
+    assert!(
+        line.contains(&format!("from {}-worker-1", c.name))
+            && line.contains("this profile's workers boot from it")
+            && line.ends_with(&format!("servers from it: {new_worker}")),
+        "{line}"
+    );
+    let line = common::one_error_line(
+        &c.hvd(&["bake", &c.profile, "--delete", &baked.name, "--yes"]),
+        2,
+    );
+    assert!(
+        line.contains(&format!("is the image of {new_worker}")) && line.contains("nothing deleted"),
+        "{line}"
     );
 }
 

@@ -640,7 +640,7 @@ fn push_pull_and_stage_refuse_hostile_paths_before_anything_happens() {
 }
 
 #[test]
-fn bake_refuses_a_hostile_image_name_before_anything_happens() {
+fn bake_refuses_a_hostile_image_name_to_make_or_delete_before_anything_happens() {
     let sandbox = Sandbox::new();
     let canary = sandbox.canary.display().to_string();
     let profile = sandbox.profile(0, BASE);
@@ -659,12 +659,15 @@ fn bake_refuses_a_hostile_image_name_before_anything_happens() {
             "bake --name {:?}",
             name.chars().take(40).collect::<String>()
         );
-        let arg = format!("--name={name}");
-        assert_refused(
-            &sandbox.run(&["bake", profile, &arg]),
-            &case,
-            "cannot name a bake",
-        );
-        sandbox.assert_untouched(&before, &case);
+        for flag in ["--name", "--delete"] {
+            let arg = format!("{flag}={name}");
+            let case = format!("{case} ({flag})");
+            assert_refused(
+                &sandbox.run(&["bake", profile, &arg]),
+                &case,
+                "cannot name a bake",
+            );
+            sandbox.assert_untouched(&before, &case);
+        }
     }
 }

@@ -49,11 +49,7 @@ pub async fn bake(
     // a stopped cluster is bad input here: there is no node to bake
     let existing = cluster::existing_or(ctx, file, Error::Usage).await?;
     if !existing.provider.bakes() {
-        return Err(Error::Usage(
-            "bake makes images on an OpenStack cloud only: the local provider cannot bake a \
-             node yet"
-                .into(),
-        ));
+        return Err(not_here());
     }
     let p = &existing.profile;
     let name = name.map_or_else(|| bake::default_name(p.name.as_str()), str::to_string);
@@ -115,6 +111,22 @@ pub async fn bake(
                 restart: facts.containers == 0,
             }
         } else {
+            // Before the node is touched: a profile naming the bake must find it alone.
+            if let Some(holder) = existing.provider.bake_name_taken(&name).await? {
+                let delete = if holder.starts_with("this project's bake") {
+                    format!(
+                        " or delete that bake (`hvd-cluster bake {shown_file} --delete {}`)",
+                        input::shown(&name)
+                    )
+                } else {
+                    String::new()
+                };
+                return Err(Error::Usage(format!(
+                    "bake: the name `{}` is taken by {holder}: choose another with --name{delete}; \
+                     nothing made",
+                    input::shown(&name)
+                )));
+            }
             let properties = inputs.properties(p.name.as_str(), &target);
             let image = snapshot(
                 ctx,
@@ -150,7 +162,7 @@ pub async fn bake(
         report
             .image
             .size
-            .map(|b| format!(", {}", size(b)))
+            .map(|b| format!(", {}", bake::size(b)))
             .unwrap_or_default(),
         if report.found { ", found" } else { "" },
         report.node,
@@ -158,6 +170,105 @@ pub async fn bake(
         input::shown(&report.image.name)
     );
     Ok(0)
+}
+
+/// `bake --list`: the project's bakes, the newest first, with what each holds, where it was
+/// baked, which of the profile's kinds of server boot from it, and which servers run from it.
+pub async fn list(ctx: &Context, file: &Path) -> Result<u8, Error> {
+    let (p, provider) = connect_for_bakes(ctx, file).await?;
+    let bakes = provider.list_bakes().await?;
+    if bakes.is_empty() {
+        println!("no bakes in this project");
+        return Ok(0);
+    }
+    for image in &bakes {
+        let servers = provider.servers_booted_from(&image.id).await?;
+        println!(
+            "{}",
+            bake::listing_line(image, &profile_roles(&p, image), &servers)
+        );
+    }
+    Ok(0)
+}
+
+/// `bake --delete NAME`: one of the project's bakes deleted, after it is shown and confirmed;
+/// refused while servers run from it (their `scale` and `heal` would find no image).
+pub async fn delete(ctx: &Context, file: &Path, wanted: &str, yes: bool) -> Result<u8, Error> {
+    bake::check_name(wanted).map_err(|e| Error::Usage(format!("--delete: {e}")))?;
+    let (p, provider) = connect_for_bakes(ctx, file).await?;
+    let bakes = provider.list_bakes().await?;
+    let image = bake::pick(&bakes, wanted).map_err(Error::Usage)?;
+    let servers = provider.servers_booted_from(&image.id).await?;
+    if !servers.is_empty() {
+        return Err(Error::Usage(format!(
+            "bake: {} ({}) is the image of {}: their `scale` and `heal` boot from it; `down` \
+             their clusters first; nothing deleted",
+            input::shown(&image.name),
+            input::shown(&image.id),
+            servers.join(", ")
+        )));
+    }
+    eprintln!(
+        "bake: deletes {}",
+        bake::listing_line(image, &profile_roles(&p, image), &[])
+    );
+    match super::ask("Delete this image?", yes, "bake: nothing deleted")? {
+        super::Answer::Yes => {}
+        super::Answer::NoTerminal => {
+            return Err(Error::Usage(format!(
+                "bake: nothing deleted: no terminal to ask on whether to delete {}; pass --yes \
+                 to delete without asking",
+                input::shown(&image.name)
+            )))
+        }
+        super::Answer::No(answer) => {
+            return Err(Error::Runtime(format!(
+                "bake: nothing deleted (answered \"{answer}\")"
+            )))
+        }
+    }
+    provider.delete_bake(&image.id).await?;
+    println!(
+        "bake: {} ({}) deleted",
+        input::shown(&image.name),
+        input::shown(&image.id)
+    );
+    Ok(0)
+}
+
+/// The profile's cloud, for the commands on bakes (no cluster needed).
+async fn connect_for_bakes(
+    ctx: &Context,
+    file: &Path,
+) -> Result<(crate::profile::Profile, Box<dyn crate::provider::Provider>), Error> {
+    let p = crate::profile::load(file)?;
+    let spinner = ctx.progress.spinner("connecting");
+    let provider = crate::provider::connect(&crate::provider::Place::of(&p)).await?;
+    spinner.finish_and_clear();
+    if !provider.bakes() {
+        return Err(not_here());
+    }
+    Ok((p, provider))
+}
+
+fn not_here() -> Error {
+    Error::Usage(
+        "bake makes images on an OpenStack cloud only: the local provider cannot bake a node yet"
+            .into(),
+    )
+}
+
+/// Which of the profile's kinds of server name this bake as their image.
+fn profile_roles(p: &crate::profile::Profile, image: &BakedImage) -> Vec<&'static str> {
+    let names = |n: Option<&str>| n.is_some_and(|n| n == image.name || n == image.id);
+    let mut roles = Vec::new();
+    if names(p.master.image.as_deref()) {
+        roles.push("master");
+    }
+    if names(p.worker_image()) {
+        roles.push("workers");
+    }
+    roles
 }
 
 /// Prepares the node, has the cloud snapshot it, and puts everything back whatever the
@@ -241,14 +352,5 @@ fn pick_node(
             .find(|n| n.role == Role::Worker)
             .map(|n| n.name.clone())
             .unwrap_or_else(|| plan::Names(cluster).master())),
-    }
-}
-
-/// An image's size as people read it.
-fn size(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1_000_000_000 => format!("{:.1} GB", b as f64 / 1e9),
-        b if b >= 1_000_000 => format!("{:.0} MB", b as f64 / 1e6),
-        b => format!("{b} bytes"),
     }
 }

@@ -3,7 +3,6 @@
 //! deletes everything tagged with the cluster, last created first, proves through the API
 //! that nothing is left, and removes the cluster's folder. Safe to repeat.
 
-use std::io::{BufRead, IsTerminal};
 use std::time::Duration;
 
 use crate::apply::ApplyError;
@@ -212,28 +211,14 @@ fn shared_line(out: &str, kept_on: Option<&str>) -> String {
 
 /// `--yes`, or a `y` typed on the terminal; refused (exit 2) with neither to ask.
 fn confirm(name: &str, count: usize, yes: bool) -> Result<(), Error> {
-    if yes {
-        return Ok(());
-    }
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        return Err(Error::Usage(format!(
+    match super::ask("Delete all of it?", yes, "down: nothing deleted")? {
+        super::Answer::Yes => Ok(()),
+        super::Answer::NoTerminal => Err(Error::Usage(format!(
             "down: nothing deleted: cluster `{name}` has {count} resource(s) to delete and no terminal to ask on; pass --yes to delete without asking"
-        )));
-    }
-    eprint!("Delete all of it? [y/N] ");
-    let mut answer = String::new();
-    stdin
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| Error::Runtime(format!("down: nothing deleted: reading the answer: {e}")))?;
-    if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-        Ok(())
-    } else {
-        Err(Error::Runtime(format!(
-            "down: nothing deleted (answered {:?}); cluster `{name}` is as it was",
-            input::shown(answer.trim())
-        )))
+        ))),
+        super::Answer::No(answer) => Err(Error::Runtime(format!(
+            "down: nothing deleted (answered \"{answer}\"); cluster `{name}` is as it was"
+        ))),
     }
 }
 

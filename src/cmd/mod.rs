@@ -30,8 +30,10 @@ pub mod stop;
 pub mod up;
 pub mod validate;
 
+use std::io::{BufRead, IsTerminal};
 use std::path::Path;
 
+use crate::error::Error;
 use crate::input;
 
 /// `plan` exit code when changes are pending (like `terraform plan -detailed-exitcode`).
@@ -40,4 +42,35 @@ pub const PLAN_HAS_CHANGES: u8 = 10;
 /// A path from the command line, as it may appear in a message (shortened, escaped).
 pub(crate) fn shown_path(path: &Path) -> String {
     input::shown(&path.to_string_lossy())
+}
+
+/// What a question before a deletion came to.
+pub(crate) enum Answer {
+    Yes,
+    /// No terminal to ask on, and no `--yes`.
+    NoTerminal,
+    /// Anything but `y`/`yes`, as typed (shortened, escaped).
+    No(String),
+}
+
+/// `--yes`, or a `y` typed on the terminal after `question`.
+pub(crate) fn ask(question: &str, yes: bool, what: &str) -> Result<Answer, Error> {
+    if yes {
+        return Ok(Answer::Yes);
+    }
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Ok(Answer::NoTerminal);
+    }
+    eprint!("{question} [y/N] ");
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Error::Runtime(format!("{what}: reading the answer: {e}")))?;
+    if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+        Ok(Answer::Yes)
+    } else {
+        Ok(Answer::No(input::shown(answer.trim())))
+    }
 }

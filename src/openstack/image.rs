@@ -40,6 +40,8 @@ pub struct Image {
     /// A bake's key and the Horovod image it holds (`hvd-cluster bake`'s properties).
     pub hvd_bake_key: Option<String>,
     pub hvd_bake_horovod_image: Option<String>,
+    pub hvd_bake_cluster: Option<String>,
+    pub hvd_bake_node: Option<String>,
 }
 
 /// Picks the image among active candidates with the same name: the one created last wins
@@ -129,6 +131,12 @@ impl ImageApi {
         value: &str,
     ) -> Result<Vec<serde_json::Value>, OpenStackError> {
         let query = vec![(key.to_owned(), value.to_owned())];
+        self.session.list(S, "images", query, "images").await
+    }
+
+    /// `GET /v2/images?owner=...` in any status (every page): the project's own images.
+    pub async fn list_owned(&self, project_id: &str) -> Result<Vec<Image>, OpenStackError> {
+        let query = vec![("owner".to_owned(), project_id.to_owned())];
         self.session.list(S, "images", query, "images").await
     }
 

@@ -353,20 +353,46 @@ pub trait Provider: Send + Sync {
         })
     }
 
+    /// The project's bakes (its own images carrying [`crate::bake::KEY_PROPERTY`]), the
+    /// newest first.
+    fn list_bakes(&self) -> BoxFuture<'_, Result<Vec<BakedImage>, ProviderError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// What holds the image name `name` already, if any image the project sees does (its
+    /// own or another project's): one phrase, the cloud's values escaped.
+    fn bake_name_taken<'a>(
+        &'a self,
+        _name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// The names of the project's servers booted from the image `image_id`.
+    fn servers_booted_from<'a>(
+        &'a self,
+        _image_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, ProviderError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Deletes a bake's image (found by [`Provider::list_bakes`]); one already gone is not an
+    /// error.
+    fn delete_bake<'a>(&'a self, _image_id: &'a str) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async {
+            Err(ProviderError::Cloud(
+                "this provider has no bakes to delete".into(),
+            ))
+        })
+    }
+
     /// API calls made so far (for the benchmark; 0 where there is no API).
     fn calls(&self) -> u64 {
         0
     }
 }
 
-/// A bake's image, as the cloud holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BakedImage {
-    pub id: String,
-    pub name: String,
-    /// Bytes, when the cloud says.
-    pub size: Option<u64>,
-}
+pub use crate::bake::BakedImage;
 
 /// What the master's autostop agent stops, and where it reaches the APIs.
 #[derive(Debug, Clone, PartialEq, Eq)]

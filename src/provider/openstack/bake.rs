@@ -12,7 +12,8 @@ use super::settle::settle;
 use super::OpenStackProvider;
 use crate::bake::KEY_PROPERTY;
 use crate::input::shown;
-use crate::openstack::compute::ServerStatus;
+use crate::openstack::compute::{ServerFilter, ServerStatus};
+use crate::openstack::image::Image;
 use crate::provider::{BakedImage, ProviderError};
 use crate::wait::{wait_until, Probe, WaitError};
 
@@ -24,10 +25,27 @@ fn text<'a>(image: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 fn baked(image: &Value) -> BakedImage {
+    let owned = |key: &str| text(image, key).map(str::to_string);
     BakedImage {
         id: text(image, "id").unwrap_or_default().to_string(),
         name: text(image, "name").unwrap_or_default().to_string(),
         size: image.get("size").and_then(Value::as_u64),
+        created: owned("created_at"),
+        cluster: owned("hvd_bake_cluster"),
+        node: owned("hvd_bake_node"),
+        holds: owned("hvd_bake_horovod_image"),
+    }
+}
+
+fn baked_image(image: Image) -> BakedImage {
+    BakedImage {
+        name: image.name.unwrap_or_default(),
+        size: image.size,
+        created: image.created_at,
+        cluster: image.hvd_bake_cluster,
+        node: image.hvd_bake_node,
+        holds: image.hvd_bake_horovod_image,
+        id: image.id,
     }
 }
 
@@ -64,6 +82,68 @@ impl OpenStackProvider {
         Ok(found)
     }
 
+    /// The project's own images carrying a bake's key, the newest first.
+    pub async fn list_bakes(&self) -> Result<Vec<BakedImage>, ProviderError> {
+        let project = self.os.project_id().to_string();
+        let mut bakes: Vec<BakedImage> = self
+            .os
+            .image()
+            .list_owned(&project)
+            .await?
+            .into_iter()
+            .filter(|i| i.hvd_bake_key.is_some() && i.owner.as_deref() == Some(&project))
+            .filter(|i| i.status == "active")
+            .map(baked_image)
+            .collect();
+        bakes.sort_by(|a, b| b.created.cmp(&a.created).then(a.name.cmp(&b.name)));
+        Ok(bakes)
+    }
+
+    /// Any image the project sees under `name` (a profile naming the bake would find it too,
+    /// or two of that name).
+    pub async fn bake_name_taken(&self, name: &str) -> Result<Option<String>, ProviderError> {
+        let project = self.os.project_id().to_string();
+        let images = self.os.image().list_by_name(name).await?;
+        let Some(image) = images.iter().find(|i| i.name.as_deref() == Some(name)) else {
+            return Ok(None);
+        };
+        let id = shown(&image.id);
+        Ok(Some(if image.owner.as_deref() != Some(project.as_str()) {
+            format!("image {id} of another project")
+        } else if image.hvd_bake_key.is_some() {
+            format!(
+                "this project's bake {id}{}, holding another Horovod image, Docker or driver",
+                image
+                    .created_at
+                    .as_deref()
+                    .map(|c| format!(" made {}", shown(c)))
+                    .unwrap_or_default()
+            )
+        } else {
+            format!("this project's image {id}")
+        }))
+    }
+
+    /// Every server of the project (any cluster's or none) whose image is `image_id`.
+    pub async fn servers_booted_from(&self, image_id: &str) -> Result<Vec<String>, ProviderError> {
+        let servers = self
+            .os
+            .compute()
+            .list_servers(&ServerFilter::default())
+            .await?;
+        let mut names: Vec<String> = servers
+            .into_iter()
+            .filter(|s| s.image_id.as_deref() == Some(image_id))
+            .map(|s| shown(s.name.as_deref().unwrap_or(&s.id)))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    pub async fn delete_bake(&self, image_id: &str) -> Result<(), ProviderError> {
+        Ok(self.os.image().delete_image(image_id).await?)
+    }
+
     pub async fn bake(
         &self,
         cluster: &str,
@@ -71,21 +151,6 @@ impl OpenStackProvider {
         name: &str,
         properties: &BTreeMap<String, String>,
     ) -> Result<BakedImage, ProviderError> {
-        // The name must not be an image of another project's: a profile naming it would
-        // find theirs, or two of that name.
-        let project = self.os.project_id().to_string();
-        for other in self.os.image().list_by_name(name).await? {
-            if other.owner.as_deref() != Some(project.as_str()) {
-                return Err(ProviderError::Resolve {
-                    what: format!("bake name `{}`", shown(name)),
-                    detail: format!(
-                        "image {} of that name belongs to another project: choose another \
-                         name with --name",
-                        other.id
-                    ),
-                });
-            }
-        }
         let servers = self.cluster_servers(cluster).await?;
         let server = servers
             .iter()
@@ -129,11 +194,7 @@ impl OpenStackProvider {
                 Err(e) => return Probe::Failed(e.into()),
             };
             match (image.status.as_str(), task) {
-                ("active", None) => Probe::Ready(BakedImage {
-                    id: image.id,
-                    name: image.name.unwrap_or_default(),
-                    size: image.size,
-                }),
+                ("active", None) => Probe::Ready(baked_image(image)),
                 ("killed" | "deleted" | "deactivated", _) => {
                     Probe::Failed(ProviderError::Cloud(format!(
                         "the snapshot of {node} failed: image {image_id} is {} (the compute \

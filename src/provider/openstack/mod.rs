@@ -256,6 +256,28 @@ impl Provider for OpenStackProvider {
         Box::pin(OpenStackProvider::find_bake(self, key))
     }
 
+    fn list_bakes(&self) -> BoxFuture<'_, Result<Vec<crate::provider::BakedImage>, ProviderError>> {
+        Box::pin(OpenStackProvider::list_bakes(self))
+    }
+
+    fn bake_name_taken<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(OpenStackProvider::bake_name_taken(self, name))
+    }
+
+    fn servers_booted_from<'a>(
+        &'a self,
+        image_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, ProviderError>> {
+        Box::pin(OpenStackProvider::servers_booted_from(self, image_id))
+    }
+
+    fn delete_bake<'a>(&'a self, image_id: &'a str) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(OpenStackProvider::delete_bake(self, image_id))
+    }
+
     fn bake<'a>(
         &'a self,
         cluster: &'a str,
