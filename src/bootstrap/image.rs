@@ -71,6 +71,10 @@ pub fn baked_line(node: &str, out: &str) -> Option<String> {
             "{node}: booted from the bake {bake}: Docker and the image already here (nothing \
              installed or sent)"
         ),
+        (Some(_), None) => format!(
+            "{node}: booted from the bake {bake}, but its Docker lacks the bake's image: the \
+             image is sent as to any node"
+        ),
         _ => format!(
             "{node}: booted from the bake {bake}, which holds another image than the profile's: \
              the image is sent as to any node"
@@ -411,6 +415,11 @@ mod bake_line_tests {
             let line = baked_line("w-1", other).unwrap();
             assert!(line.contains("the image is sent as to any node"), "{line}");
         }
+        let lacking = baked_line("w-1", "bake=b\nimage=sha256:1\nnow=\n").unwrap();
+        assert!(
+            lacking.contains("its Docker lacks the bake's image"),
+            "{lacking}"
+        );
         let hostile = baked_line("w-1", "bake=\u{1b}[2Jx\nimage=a\nnow=a\n").unwrap();
         assert!(!hostile.contains('\u{1b}'), "{hostile}");
     }

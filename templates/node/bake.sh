@@ -15,7 +15,8 @@
 # histories, Docker logins and the logs. It removes the cluster's containers (made again by
 # the next `up`) and the image's kept archive (a cache).
 # restore puts everything back as it was. A node that cannot be baked whole (/shared or staged
-# data on the disk the snapshot reads) is refused before anything moves: exit 3, one line.
+# data on the disk the snapshot reads, or Docker's data on an ephemeral disk it does not) is
+# refused before anything moves: exit 3, one line.
 set -eu
 umask 077
 here=/run/hvd-bake
@@ -76,6 +77,11 @@ prepare() {
   restore >/dev/null
   if [ -e /shared ] && ! mountpoint -q /shared && on_root_disk_with_files /shared; then
     echo "/shared is on this node's root disk and holds files: they would go into the bake" >&2
+    exit 3
+  fi
+  if mountpoint -q /var/lib/hvd-cluster/data \
+    && [ "$(stat -c %d /var/lib/docker)" = "$(stat -c %d /var/lib/hvd-cluster/data)" ]; then
+    echo "Docker's data (the image) is on the flavor's ephemeral disk, which a snapshot of the root disk leaves out" >&2
     exit 3
   fi
   if on_root_disk_with_files /var/lib/hvd-cluster/data/staged; then

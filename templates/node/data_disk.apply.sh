@@ -6,7 +6,10 @@
 # /var/tmp mount fails basic.target and every service with a private /var/tmp (logind,
 # resolved: no DNS), so this step binds it again at each bootstrap. Run before Docker is
 # installed, so its data lands there from the start; after `start` Docker is stopped while the
-# new disk takes its place.
+# new disk takes its place. A node booted from a bake (`hvd-cluster bake`) has Docker's data,
+# the Horovod image in it, on its root disk: a blank data disk bound over it would hide it, so it
+# is copied onto the disk first (and again onto the blank disk after a `start`); the root disk's
+# copy stays for that.
 set -e
 data=/var/lib/hvd-cluster/data
 dev=$(blkid -L hvd-data 2>/dev/null || true)
@@ -55,6 +58,11 @@ mkdir -p "$data"
 mountpoint -q "$data" || mount "$data"
 mkdir -p "$data/docker" /var/lib/docker
 install -d -m 1777 "$data/tmp"
+if [ -e /etc/hvd-cluster-bake ] && ! mountpoint -q /var/lib/docker \
+  && [ -d /var/lib/docker/image ] && [ -z "$(ls -A "$data/docker")" ]; then
+  cp -a /var/lib/docker/. "$data/docker/"
+  echo "hvd-note: Docker's data from the bake ($(du -sh "$data/docker" | cut -f1)) copied from the root disk onto the ephemeral disk"
+fi
 mountpoint -q /var/lib/docker || mount /var/lib/docker
 mountpoint -q /var/tmp || mount --bind "$data/tmp" /var/tmp
 if hvd_systemd; then systemctl daemon-reload; fi

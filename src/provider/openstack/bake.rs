@@ -223,15 +223,17 @@ impl OpenStackProvider {
 
 /// A kind of server that boots from a bake: `workers: boot from the bake `NAME`: Docker and
 /// the Horovod image sha256:0123456789ab on its root disk ...`. On a flavor with an ephemeral
-/// disk, where Docker's data goes, the image stays behind. Pure.
+/// disk, where Docker's data goes, the data disk step copies the bake's Docker data onto it.
+/// Pure.
 pub fn bake_line(role: &str, image: &str, holds: &str, ephemeral: bool) -> String {
     let short = crate::bake::short_image_id(holds);
     let name = shown(image);
     if ephemeral {
         format!(
-            "{role}: boot from the bake `{name}`: Docker on its root disk; the Horovod image \
-             {short} in it stays behind (Docker's data goes to the flavor's ephemeral disk) and \
-             is sent as to any node"
+            "{role}: boot from the bake `{name}`: Docker and the Horovod image {short} on its \
+             root disk, copied onto the flavor's ephemeral disk (where Docker's data goes) at \
+             the first boot and after each `start` (not installed or sent where that is the \
+             profile's image)"
         )
     } else {
         format!(
@@ -256,7 +258,8 @@ mod tests {
         );
         let eph = bake_line("master", "hvd-bake", id, true);
         assert!(
-            eph.contains("stays behind") && eph.contains("ephemeral disk"),
+            eph.contains("copied onto the flavor's ephemeral disk")
+                && eph.contains("not installed or sent"),
             "{eph}"
         );
         let hostile = bake_line("workers", "a\u{1b}[2J", "\u{7}", false);
