@@ -111,7 +111,8 @@ pub enum Command {
     #[command(
         after_help = "The node's cluster keys, login keys, SSH host keys, machine id, \
         cloud-init state, jobs, autostop agent, credentials, Docker logins, histories and logs are \
-        set aside on a tmpfs while the cloud snapshots its root disk (OpenStack's createImage), then \
+        set aside on a tmpfs while the cloud snapshots its root disk (OpenStack's createImage; on \
+        the local provider the node container is committed and its Docker volume copied), then \
         put back; its containers are removed first and `up` makes them again, with the check. \
         Refused while a job is queued or running, for a stopped cluster, and for a node whose \
         /shared or staged data is on that disk. The image is private to the project and carries \
@@ -120,7 +121,7 @@ pub enum Command {
         name another image holds is refused before anything is made. `down` leaves a bake: it is \
         yours. `--list` shows the project's bakes (what each holds, which servers run from it), \
         `--delete NAME` deletes one after asking (refused while servers run from it). No cluster \
-        is needed for either. OpenStack clouds only."
+        is needed for either."
     )]
     Bake {
         file: PathBuf,

@@ -90,7 +90,7 @@ pub async fn bake(
         };
         let image_id = facts.image_id.clone();
         let inputs = BakeInputs {
-            source_image: role_image.unwrap_or("volume").to_string(),
+            source_image: existing.provider.bake_source(role_image),
             horovod_image_id: facts.image_id,
             docker_version: facts.docker_version,
             gpu_driver: facts.gpu_driver,
@@ -252,10 +252,7 @@ async fn connect_for_bakes(
 }
 
 fn not_here() -> Error {
-    Error::Usage(
-        "bake makes images on an OpenStack cloud only: the local provider cannot bake a node yet"
-            .into(),
-    )
+    Error::Usage("bake: this provider cannot make node images".into())
 }
 
 /// Which of the profile's kinds of server name this bake as their image.

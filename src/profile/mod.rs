@@ -202,7 +202,7 @@ pub struct MasterSpec {
     /// Flavor name (OpenStack only).
     #[serde(default)]
     pub flavor: Option<String>,
-    /// Image name (OpenStack only).
+    /// Image name or id; on the local provider, a bake's name (`hvd-cluster bake`).
     #[serde(default)]
     pub image: Option<String>,
     /// Horovod slots on the master; default: its GPUs, or 1.

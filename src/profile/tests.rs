@@ -244,6 +244,16 @@ fn local_profile_needs_no_flavor() {
     let p = parse_str(text).unwrap();
     assert_eq!(p.provider, ProviderKind::Local);
     assert_eq!(p.storage.kind, StorageKind::MasterNfs);
+    // a local node's image is a bake's name (a Docker tag), nothing else
+    let baked = text.replace("[workers]", "image = \"hvd-local-bake\"\n[workers]");
+    assert!(parse_str(&baked).is_ok());
+    let e = parse_str(&text.replace("[workers]\n", "[workers]\nimage = \"debian:12\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("workers.image") && e.contains("cannot name a bake"),
+        "{e}"
+    );
 }
 
 #[test]

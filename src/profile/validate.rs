@@ -167,6 +167,24 @@ pub(super) fn validate(p: &Profile) -> Result<(), Issue> {
             Some("kind = \"master-nfs\" with storage.volume_gb = SIZE puts /shared on a volume that can be kept; kind = \"manila\" on a share"),
         ));
     }
+    // A local node's `image` is a bake on this machine (`hvd-cluster/bake:NAME`): its name's
+    // grammar, which a Docker tag takes.
+    if p.provider == ProviderKind::Local {
+        for (field, image) in [
+            ("master.image", p.master.image.as_deref()),
+            ("workers.image", p.workers.image.as_deref()),
+        ] {
+            if let Some(image) = image {
+                crate::bake::check_name(image).map_err(|e| {
+                    issue(
+                        field,
+                        e.0,
+                        Some("on the local provider, `image` names a bake of this machine (`hvd-cluster bake PROFILE --list`)"),
+                    )
+                })?;
+            }
+        }
+    }
     if p.provider == ProviderKind::Local
         && (p.storage.keep || p.storage.volume_gb.is_some() || p.storage.volume.is_some())
     {

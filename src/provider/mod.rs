@@ -327,6 +327,12 @@ pub trait Provider: Send + Sync {
         false
     }
 
+    /// What a bake's key names as the image a node booted from: the profile's `image` for its
+    /// kind of server, else where such a node comes from without one (a volume on a cloud).
+    fn bake_source(&self, image: Option<&str>) -> String {
+        image.unwrap_or("volume").to_string()
+    }
+
     /// The finished bake with this key ([`crate::bake::KEY_PROPERTY`]), if there is one;
     /// unfinished ones an earlier bake left (cut short, or failed) are deleted on the way.
     fn find_bake<'a>(

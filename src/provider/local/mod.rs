@@ -20,6 +20,7 @@ use crate::profile::Profile;
 use crate::provider::{Freed, Provider, ProviderError, Screen};
 use crate::state::Node;
 
+mod bake;
 mod lifecycle;
 mod ps;
 
@@ -72,6 +73,8 @@ pub struct LocalProvider {
     screen: Screen,
     /// Docker options that make a node able to run its own Docker engine.
     node_security: Vec<String>,
+    /// The bakes the profile's nodes are made from, by kind of server (found by `resolve`).
+    bakes: Vec<(&'static str, crate::bake::BakedImage)>,
 }
 
 /// How `stop` marks a node container it stopped, so that an exited container tells a stop
@@ -135,6 +138,7 @@ impl LocalProvider {
             public_key: None,
             screen: Screen::default(),
             node_security: vec![],
+            bakes: vec![],
         })
     }
 
@@ -294,7 +298,14 @@ impl LocalProvider {
             args.extend(["--cpus".into(), cpus.to_string()]);
         }
         args.extend(self.security_options().await);
-        args.push(NODE_IMAGE.into());
+        // A node of a bake: its image, its Docker data (the Horovod image in it) copied first.
+        match &d.spec {
+            Spec::Server { image, .. } if !image.is_empty() => {
+                bake::seed_node_volume(image, &docker_volume).await?;
+                args.push(bake::image_ref(image));
+            }
+            _ => args.push(NODE_IMAGE.into()),
+        }
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let id = docker(&argv).await?;
         Ok(id.trim().to_string())
@@ -329,7 +340,8 @@ impl Blueprint for LocalBlueprint {
                     role: Role::Master,
                     index: 0,
                     flavor: String::new(),
-                    image: String::new(),
+                    // a bake's name, or none: the node image
+                    image: p.master.image.clone().unwrap_or_default(),
                     security_groups: vec![],
                     network: n.network(),
                     root_volume: None,
@@ -556,6 +568,84 @@ impl Provider for LocalProvider {
         cluster: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
         Box::pin(LocalProvider::jupyter_endpoint(self, cluster))
+    }
+
+    /// The profile's `image` of each kind of server names a bake on this machine.
+    fn resolve<'a>(&'a mut self, p: &'a Profile) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async move {
+            let mut images = Vec::new();
+            if let Some(i) = p.master.image.as_deref() {
+                images.push(("master.image", i));
+            }
+            if let Some(i) = p.workers.image.as_deref() {
+                images.push(("workers.image", i));
+            }
+            let found = bake::check_profile_bakes(&images).await?;
+            let of =
+                |name: Option<&str>| name.and_then(|n| found.iter().find(|b| b.name == n).cloned());
+            self.bakes = [
+                ("master", of(p.master.image.as_deref())),
+                ("workers", of(p.worker_image())),
+            ]
+            .into_iter()
+            .filter_map(|(role, b)| Some((role, b?)))
+            .collect();
+            Ok(())
+        })
+    }
+
+    fn disks(&self, _p: &Profile) -> Vec<String> {
+        self.bakes
+            .iter()
+            .map(|(role, b)| bake::bake_line(role, b))
+            .collect()
+    }
+
+    fn bakes(&self) -> bool {
+        true
+    }
+
+    fn bake_source(&self, image: Option<&str>) -> String {
+        image.map_or_else(|| NODE_IMAGE.to_string(), bake::image_ref)
+    }
+
+    fn find_bake<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::bake::BakedImage>, ProviderError>> {
+        Box::pin(bake::find_bake(key))
+    }
+
+    fn bake<'a>(
+        &'a self,
+        _cluster: &'a str,
+        node: &'a str,
+        name: &'a str,
+        properties: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<crate::bake::BakedImage, ProviderError>> {
+        Box::pin(bake::bake(node, name, properties))
+    }
+
+    fn list_bakes(&self) -> BoxFuture<'_, Result<Vec<crate::bake::BakedImage>, ProviderError>> {
+        Box::pin(bake::list_bakes())
+    }
+
+    fn bake_name_taken<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+        Box::pin(bake::bake_name_taken(name))
+    }
+
+    fn servers_booted_from<'a>(
+        &'a self,
+        image_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, ProviderError>> {
+        Box::pin(bake::servers_booted_from(image_id))
+    }
+
+    fn delete_bake<'a>(&'a self, image_id: &'a str) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(bake::delete_bake(image_id))
     }
 }
 
