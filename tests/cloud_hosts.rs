@@ -735,8 +735,14 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run(
         "the new worker got the staged dataset"
     );
     // Staged data is on the node's own disk: it would go into a bake. Refused before anything
-    // is set aside; the node keeps its container.
-    let line = common::one_error_line(&c.hvd(&["bake", &c.profile, "--node", "worker-2"]), 2);
+    // is set aside; the node keeps its container. (A name of its own: worker-2 booted from the
+    // stock image while the profile's workers now name the bake, so its bake is another one,
+    // and the bake's name is taken.)
+    let other = format!("{}-bake-2", c.name);
+    let line = common::one_error_line(
+        &c.hvd(&["bake", &c.profile, "--node", "worker-2", "--name", &other]),
+        2,
+    );
     assert!(
         line.contains("staged data is on this node's root disk")
             && line.contains(&format!("{}-worker-2", c.name)),
