@@ -19,28 +19,12 @@
 //!
 //!   cargo bench --bench bake
 
-use std::path::Path;
-use std::process::Command;
-use std::time::Instant;
+#[path = "common/local.rs"]
+mod local;
 
-fn hvd(state: &Path, args: &[&str]) -> (f64, String) {
-    let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
-        .args(args)
-        .env("HVD_CLUSTER_STATE_DIR", state)
-        .output()
-        .expect("run hvd-cluster");
-    let took = started.elapsed().as_secs_f64();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if !out.status.success() {
-        panic!("hvd-cluster {} failed:\n{said}", args.join(" "));
-    }
-    (took, said)
-}
+use std::path::Path;
+
+use local::{timed, Cluster};
 
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -60,23 +44,28 @@ fn main() {
     );
     assert_ne!(stock, baked, "profiles/local.toml has a [master] table");
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let profile = dir.path().join("profile.toml");
-    let p = profile.to_str().expect("a UTF-8 path");
-    let state = dir.path().join("state");
+    let c = Cluster {
+        name: name.clone(),
+        profile: dir.path().join("profile.toml"),
+        state: dir.path().join("state"),
+    };
+    let p = c.profile.to_str().expect("a UTF-8 path").to_string();
     let more = (workers + 1).to_string();
-
     let result = std::panic::catch_unwind(|| {
-        std::fs::write(&profile, &stock).expect("write the profile");
-        let (up, _) = hvd(&state, &["up", p]);
-        let (scale, _) = hvd(&state, &["scale", p, "--workers", &more]);
-        let (bake, _) = hvd(&state, &["bake", p]);
-        hvd(&state, &["down", "--yes", p]);
-        // `scale` wrote its count into the profile: the same profile as the first `up`'s again
-        std::fs::write(&profile, &baked).expect("write the profile");
-        let (up_baked, said) = hvd(&state, &["up", p]);
-        assert!(said.contains("booted from the bake"), "{said}");
-        let (scale_baked, said) = hvd(&state, &["scale", p, "--workers", &more]);
-        assert!(said.contains("booted from the bake"), "{said}");
+        std::fs::write(&c.profile, &stock).expect("write the profile");
+        let up = timed(|| drop(c.run(&["up", &p])));
+        let scale = timed(|| drop(c.run(&["scale", &p, "--workers", &more])));
+        let bake = timed(|| drop(c.run(&["bake", &p])));
+        c.run(&["down", "--yes", &p]);
+        // `scale` wrote its count into the profile: the first `up`'s profile again, its nodes
+        // from the bake
+        std::fs::write(&c.profile, &baked).expect("write the profile");
+        let mut said = Vec::new();
+        let up_baked = timed(|| said.push(c.run(&["up", &p]).1));
+        let scale_baked = timed(|| said.push(c.run(&["scale", &p, "--workers", &more]).1));
+        for s in &said {
+            assert!(s.contains("booted from the bake"), "{s}");
+        }
         println!(
             "bake provider=local nodes={} up={up:.1} scale={scale:.1} bake={bake:.1} \
              up_baked={up_baked:.1} scale_baked={scale_baked:.1} up_baked/up={:.2} \
@@ -86,13 +75,12 @@ fn main() {
             scale_baked / scale
         );
     });
-    let _ = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
-        .args(["down", "--yes", p])
-        .env("HVD_CLUSTER_STATE_DIR", &state)
-        .output();
-    let _ = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
-        .args(["bake", p, "--delete", &bake_name, "--yes"])
-        .env("HVD_CLUSTER_STATE_DIR", &state)
+    // `down` (the Cluster's drop), then the bake
+    let delete = ["bake", &p, "--delete", &bake_name, "--yes"];
+    drop(c);
+    let _ = std::process::Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
+        .args(delete)
+        .env("HVD_CLUSTER_STATE_DIR", dir.path().join("state"))
         .output();
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);

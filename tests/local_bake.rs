@@ -11,31 +11,17 @@
 //! and `scale` on the local provider is `cargo bench --bench bake`, run by hand). Takes seconds.
 //! Needs Docker and the images (`scripts/build-images`).
 
-use std::collections::BTreeMap;
-use std::process::Command;
+mod common;
 
+use std::collections::BTreeMap;
+
+use common::docker_text as docker;
 use hvd_cluster::bake::BakeInputs;
 use hvd_cluster::plan::Names;
 use hvd_cluster::provider::local::{LocalProvider, LABEL};
 use hvd_cluster::provider::Provider;
 
 const IMAGE: &str = "hvd-cluster/debian:bookworm";
-
-fn docker(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .map_err(|e| format!("docker: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    } else {
-        Err(format!(
-            "docker {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
 
 /// Everything of the cluster's (by its label) and the bake's, however the test ends.
 struct Cleanup {

@@ -5,28 +5,13 @@
 //! Docker inside: neither is what is tested), so it takes seconds. Needs Docker and the image
 //! `hvd-cluster/debian:bookworm` (`scripts/build-images base`); skipped with a line without them.
 
-use std::process::Command;
+mod common;
 
+use common::docker_text as docker;
 use hvd_cluster::bootstrap::reboot::BOOT_MARK;
 use hvd_cluster::provider::local::{LocalProvider, LABEL};
 
 const IMAGE: &str = "hvd-cluster/debian:bookworm";
-
-fn docker(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .map_err(|e| format!("docker: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    } else {
-        Err(format!(
-            "docker {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
 
 /// Removes the stand-in node however the test ends.
 struct Removed(String);

@@ -13,7 +13,13 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// What the command printed on stdout; a failure panics with its stderr.
     pub fn hvd(&self, args: &[&str]) -> String {
+        self.run(args).0
+    }
+
+    /// (stdout, stderr) of a command that succeeded; a failure panics with its stderr.
+    pub fn run(&self, args: &[&str]) -> (String, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
             .args(args)
             .env("HVD_CLUSTER_STATE_DIR", &self.state)
@@ -24,7 +30,10 @@ impl Cluster {
             "hvd-cluster {args:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 
     pub fn master(&self) -> String {

@@ -21,6 +21,23 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// `docker ARGS`: its stdout trimmed, or a line with its stderr.
+pub fn docker_text(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .map_err(|e| format!("docker: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "docker {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 /// A node's private address (`NAME-node`'s, from `status --json`).
 pub fn private_ip(c: &TestCluster, node: &str) -> String {
     let status = c.status_json();
