@@ -111,6 +111,19 @@ pub fn check_name(value: &str) -> Result<(), Refused> {
     Ok(())
 }
 
+/// What `bake --delete` takes: a bake's name, or an id (a cloud's UUID passes the name's
+/// grammar; a local bake's is `sha256:` and hex digits).
+pub fn check_name_or_id(value: &str) -> Result<(), Refused> {
+    let local_id = value.strip_prefix("sha256:").is_some_and(|hex| {
+        (1..=64).contains(&hex.len()) && hex.chars().all(|c| c.is_ascii_hexdigit())
+    });
+    if local_id {
+        Ok(())
+    } else {
+        check_name(value)
+    }
+}
+
 /// Mounts the script's tmpfs (a second bake finds it mounted).
 pub fn mount_command() -> String {
     format!(
@@ -325,6 +338,17 @@ mod tests {
             let e = check_name(bad).unwrap_err().0;
             assert!(e.contains("cannot name a bake"), "{e}");
             assert!(!e.contains('\u{0}'), "shown escaped: {e}");
+            assert!(check_name_or_id(bad).is_err());
+        }
+        assert!(check_name_or_id("sha256:09ead39879ba").is_ok());
+        assert!(check_name_or_id("0c6c1e5b-1f40-4d7a-b1f5-7e0b2a7a6d10").is_ok());
+        for bad in [
+            "sha256:",
+            "sha256:xyz",
+            "sha256:1;rm",
+            &format!("sha256:{}", "a".repeat(65)),
+        ] {
+            assert!(check_name_or_id(bad).is_err(), "{bad}");
         }
     }
 

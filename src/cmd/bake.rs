@@ -194,7 +194,7 @@ pub async fn list(ctx: &Context, file: &Path) -> Result<u8, Error> {
 /// `bake --delete NAME`: one of the project's bakes deleted, after it is shown and confirmed;
 /// refused while servers run from it (their `scale` and `heal` would find no image).
 pub async fn delete(ctx: &Context, file: &Path, wanted: &str, yes: bool) -> Result<u8, Error> {
-    bake::check_name(wanted).map_err(|e| Error::Usage(format!("--delete: {e}")))?;
+    bake::check_name_or_id(wanted).map_err(|e| Error::Usage(format!("--delete: {e}")))?;
     let (p, provider) = connect_for_bakes(ctx, file).await?;
     let bakes = provider.list_bakes().await?;
     let image = bake::pick(&bakes, wanted).map_err(Error::Usage)?;
