@@ -111,11 +111,20 @@ fn a_local_bake_is_a_committed_node_and_its_docker_data_and_nodes_start_from_bot
         .block_on(LocalProvider::connect())
         .expect("docker answers");
     let inputs = BakeInputs {
-        source_image: provider.bake_source(None),
+        source_image: rt
+            .block_on(provider.bake_source(None))
+            .expect("the node image"),
         horovod_image_id: "sha256:0123456789abcdef".into(),
         docker_version: "20.10.24".into(),
         gpu_driver: "none".into(),
     };
+    assert!(
+        inputs
+            .source_image
+            .starts_with("hvd-cluster/node:bookworm@sha256:"),
+        "the node image by tag and id: {}",
+        inputs.source_image
+    );
     let key = inputs.key();
     let properties: BTreeMap<String, String> = inputs.properties(&cluster, &node);
     assert_eq!(rt.block_on(provider.find_bake(&key)).unwrap(), None);

@@ -90,7 +90,7 @@ pub async fn bake(
         };
         let image_id = facts.image_id.clone();
         let inputs = BakeInputs {
-            source_image: existing.provider.bake_source(role_image),
+            source_image: existing.provider.bake_source(role_image).await?,
             horovod_image_id: facts.image_id,
             docker_version: facts.docker_version,
             gpu_driver: facts.gpu_driver,

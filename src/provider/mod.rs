@@ -329,8 +329,11 @@ pub trait Provider: Send + Sync {
 
     /// What a bake's key names as the image a node booted from: the profile's `image` for its
     /// kind of server, else where such a node comes from without one (a volume on a cloud).
-    fn bake_source(&self, image: Option<&str>) -> String {
-        image.unwrap_or("volume").to_string()
+    fn bake_source<'a>(
+        &'a self,
+        image: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<String, ProviderError>> {
+        Box::pin(async move { Ok(image.unwrap_or("volume").to_string()) })
     }
 
     /// The finished bake with this key ([`crate::bake::KEY_PROPERTY`]), if there is one;

@@ -27,6 +27,14 @@ pub fn volume(name: &str) -> String {
     format!("hvd-bake-{name}-docker")
 }
 
+/// The image a local node is made from, by tag and id (`hvd-cluster/node:bookworm@sha256:...`):
+/// a rebuilt node image, or a bake made again under its name, is another source.
+pub async fn source(bake: Option<&str>) -> Result<String, ProviderError> {
+    let image = bake.map_or_else(|| NODE_IMAGE.to_string(), image_ref);
+    let id = docker(&["image", "inspect", "-f", "{{.Id}}", &image]).await?;
+    Ok(format!("{image}@{}", id.trim()))
+}
+
 /// `LABEL key="value"` for `docker commit --change` (a Dockerfile instruction: the value
 /// quoted, its backslashes and quotes escaped, control characters dropped).
 fn label_change(key: &str, value: &str) -> String {

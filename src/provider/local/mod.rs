@@ -605,8 +605,11 @@ impl Provider for LocalProvider {
         true
     }
 
-    fn bake_source(&self, image: Option<&str>) -> String {
-        image.map_or_else(|| NODE_IMAGE.to_string(), bake::image_ref)
+    fn bake_source<'a>(
+        &'a self,
+        image: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<String, ProviderError>> {
+        Box::pin(bake::source(image))
     }
 
     fn find_bake<'a>(
