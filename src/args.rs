@@ -116,7 +116,7 @@ pub enum Command {
         put back; its containers are removed first and `up` makes them again, with the check. \
         Refused while a job is queued or running, for a stopped cluster, and for a node whose \
         /shared or staged data is on that disk. The image is private to the project and carries \
-        its contents as properties (hvd_bake_*); a bake with the same contents (the server image, \
+        its contents as properties (hvd_bake_*); a bake with the same contents (the server image's id, \
         the Horovod image's id, Docker's and the driver's versions) is found, not made again; a \
         name another image holds is refused before anything is made. `down` leaves a bake: it is \
         yours. `--list` shows the project's bakes (what each holds, which servers run from it), \

@@ -530,6 +530,12 @@ fn bake_a_worker_and_boot_the_workers_from_it(c: &TestCluster) -> Baked {
     assert_eq!(image["visibility"], "private");
     assert_eq!(image["hvd_bake_horovod_image"], image_id.trim());
     assert_eq!(image["hvd_bake_cluster"], c.name.as_str());
+    // the server image by its id (a new image under the same name is another source)
+    let source = image["hvd_bake_source_image"].as_str().unwrap_or_default();
+    assert!(
+        source.len() == 36 && source.matches('-').count() == 4,
+        "{source}"
+    );
     // Its files, as the test cloud keeps them: the committed node image and its Docker volume.
     let tag = image["hvd_docker_image"]
         .as_str()

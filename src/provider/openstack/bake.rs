@@ -82,6 +82,15 @@ impl OpenStackProvider {
         Ok(found)
     }
 
+    /// The profile's image for a kind of server, by its id (a cloud that publishes a new
+    /// image under the same name makes another source); `volume` where there is none.
+    pub async fn bake_source(&self, image: Option<&str>) -> Result<String, ProviderError> {
+        match image {
+            Some(name) => Ok(self.os.image().find_image(name).await?.id),
+            None => Ok("volume".to_string()),
+        }
+    }
+
     /// The project's own images carrying a bake's key, the newest first.
     pub async fn list_bakes(&self) -> Result<Vec<BakedImage>, ProviderError> {
         let project = self.os.project_id().to_string();

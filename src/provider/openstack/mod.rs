@@ -249,6 +249,13 @@ impl Provider for OpenStackProvider {
         true
     }
 
+    fn bake_source<'a>(
+        &'a self,
+        image: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<String, ProviderError>> {
+        Box::pin(OpenStackProvider::bake_source(self, image))
+    }
+
     fn find_bake<'a>(
         &'a self,
         key: &'a str,
