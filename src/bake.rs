@@ -209,6 +209,15 @@ pub struct BakedImage {
     pub holds: Option<String>,
 }
 
+/// What already holds a name a bake would take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenBy {
+    /// One phrase naming it, the cloud's values escaped (`image ID of another project`).
+    pub what: String,
+    /// An earlier bake of this project or machine, which `bake --delete` removes.
+    pub own_bake: bool,
+}
+
 /// An image's size as people read it.
 pub fn size(bytes: u64) -> String {
     match bytes {

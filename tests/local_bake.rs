@@ -167,7 +167,7 @@ fn a_local_bake_is_a_committed_node_and_its_docker_data_and_nodes_start_from_bot
     assert!(listed.iter().any(|b| b.name == bake), "{listed:?}");
     let taken = rt.block_on(provider.bake_name_taken(&bake)).unwrap();
     assert!(
-        taken.is_some_and(|t| t.starts_with("this machine's bake ")),
+        taken.is_some_and(|t| t.own_bake && t.what.starts_with("this machine's bake ")),
         "the name is taken"
     );
 
@@ -225,8 +225,10 @@ fn a_local_bake_is_a_committed_node_and_its_docker_data_and_nodes_start_from_bot
         ],
         "the bake's Docker data, its files, the new cluster's key"
     );
-    let booted = rt.block_on(provider.servers_booted_from(&made.id)).unwrap();
-    assert_eq!(booted, std::slice::from_ref(&new_node));
+    let booted = rt
+        .block_on(provider.servers_booted_from(std::slice::from_ref(&made.id)))
+        .unwrap();
+    assert_eq!(booted[&made.id], std::slice::from_ref(&new_node));
 
     // a name with no bake is refused, with the bakes there are
     let missing = hvd_cluster::profile::parse(
@@ -259,8 +261,7 @@ fn a_local_bake_is_a_committed_node_and_its_docker_data_and_nodes_start_from_bot
     let again = rt
         .block_on(provider.bake(&cluster, &node, &bake, &properties))
         .expect("the bake again");
-    rt.block_on(provider.delete_bake(&again.id))
-        .expect("deleted");
+    rt.block_on(provider.delete_bake(&again)).expect("deleted");
     assert!(docker(&["image", "inspect", &again.id]).is_err());
     assert!(docker(&["volume", "inspect", &format!("hvd-bake-{bake}-docker")]).is_err());
     assert!(rt

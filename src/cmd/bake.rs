@@ -113,7 +113,7 @@ pub async fn bake(
         } else {
             // Before the node is touched: a profile naming the bake must find it alone.
             if let Some(holder) = existing.provider.bake_name_taken(&name).await? {
-                let delete = if holder.starts_with("this project's bake") {
+                let delete = if holder.own_bake {
                     format!(
                         " or delete that bake (`hvd-cluster bake {shown_file} --delete {}`)",
                         input::shown(&name)
@@ -122,9 +122,10 @@ pub async fn bake(
                     String::new()
                 };
                 return Err(Error::Usage(format!(
-                    "bake: the name `{}` is taken by {holder}: choose another with --name{delete}; \
+                    "bake: the name `{}` is taken by {}: choose another with --name{delete}; \
                      nothing made",
-                    input::shown(&name)
+                    input::shown(&name),
+                    holder.what
                 )));
             }
             let properties = inputs.properties(p.name.as_str(), &target);
@@ -181,11 +182,13 @@ pub async fn list(ctx: &Context, file: &Path) -> Result<u8, Error> {
         println!("no bakes in this project");
         return Ok(0);
     }
+    let ids: Vec<String> = bakes.iter().map(|b| b.id.clone()).collect();
+    let booted = provider.servers_booted_from(&ids).await?;
     for image in &bakes {
-        let servers = provider.servers_booted_from(&image.id).await?;
+        let servers = booted.get(&image.id).map_or(&[][..], Vec::as_slice);
         println!(
             "{}",
-            bake::listing_line(image, &profile_roles(&p, image), &servers)
+            bake::listing_line(image, &profile_roles(&p, image), servers)
         );
     }
     Ok(0)
@@ -198,7 +201,11 @@ pub async fn delete(ctx: &Context, file: &Path, wanted: &str, yes: bool) -> Resu
     let (p, provider) = connect_for_bakes(ctx, file).await?;
     let bakes = provider.list_bakes().await?;
     let image = bake::pick(&bakes, wanted).map_err(Error::Usage)?;
-    let servers = provider.servers_booted_from(&image.id).await?;
+    let servers = provider
+        .servers_booted_from(std::slice::from_ref(&image.id))
+        .await?
+        .remove(&image.id)
+        .unwrap_or_default();
     if !servers.is_empty() {
         return Err(Error::Usage(format!(
             "bake: {} ({}) is the image of {}: their `scale` and `heal` boot from it; `down` \
@@ -227,7 +234,7 @@ pub async fn delete(ctx: &Context, file: &Path, wanted: &str, yes: bool) -> Resu
             )))
         }
     }
-    provider.delete_bake(&image.id).await?;
+    provider.delete_bake(image).await?;
     println!(
         "bake: {} ({}) deleted",
         input::shown(&image.name),

@@ -369,25 +369,28 @@ pub trait Provider: Send + Sync {
     }
 
     /// What holds the image name `name` already, if any image the project sees does (its
-    /// own or another project's): one phrase, the cloud's values escaped.
+    /// own or another project's).
     fn bake_name_taken<'a>(
         &'a self,
         _name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+    ) -> BoxFuture<'a, Result<Option<crate::bake::TakenBy>, ProviderError>> {
         Box::pin(async { Ok(None) })
     }
 
-    /// The names of the project's servers booted from the image `image_id`.
+    /// The names of the project's servers booted from each of these images, by image id (one
+    /// look at the servers for all of them).
     fn servers_booted_from<'a>(
         &'a self,
-        _image_id: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, ProviderError>> {
-        Box::pin(async { Ok(Vec::new()) })
+        _image_ids: &'a [String],
+    ) -> BoxFuture<'a, Result<BTreeMap<String, Vec<String>>, ProviderError>> {
+        Box::pin(async { Ok(BTreeMap::new()) })
     }
 
-    /// Deletes a bake's image (found by [`Provider::list_bakes`]); one already gone is not an
-    /// error.
-    fn delete_bake<'a>(&'a self, _image_id: &'a str) -> BoxFuture<'a, Result<(), ProviderError>> {
+    /// Deletes a bake (found by [`Provider::list_bakes`]); one already gone is not an error.
+    fn delete_bake<'a>(
+        &'a self,
+        _bake: &'a BakedImage,
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async {
             Err(ProviderError::Cloud(
                 "this provider has no bakes to delete".into(),

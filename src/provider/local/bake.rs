@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::{docker, is_missing, LABEL, NODE_IMAGE};
-use crate::bake::{BakedImage, KEY_PROPERTY};
+use crate::bake::{BakedImage, TakenBy, KEY_PROPERTY};
 use crate::input::shown;
 use crate::provider::ProviderError;
 
@@ -108,11 +108,16 @@ async fn inspect_bakes(key: Option<&str>) -> Result<Vec<Inspected>, ProviderErro
     let mut ids: Vec<&str> = ids.split_whitespace().collect();
     ids.sort_unstable();
     ids.dedup();
-    if ids.is_empty() {
+    inspect(&ids).await
+}
+
+/// `docker image inspect` of these images (ids or references), read.
+async fn inspect(images: &[&str]) -> Result<Vec<Inspected>, ProviderError> {
+    if images.is_empty() {
         return Ok(Vec::new());
     }
     let mut args = vec!["image", "inspect"];
-    args.extend(ids);
+    args.extend(images);
     let out = docker(&args).await?;
     serde_json::from_str(&out)
         .map_err(|e| ProviderError::Cloud(format!("docker image inspect: unreadable reply: {e}")))
@@ -152,49 +157,58 @@ pub async fn list_bakes() -> Result<Vec<BakedImage>, ProviderError> {
     Ok(bakes)
 }
 
-pub async fn bake_name_taken(name: &str) -> Result<Option<String>, ProviderError> {
+pub async fn bake_name_taken(name: &str) -> Result<Option<TakenBy>, ProviderError> {
     match docker(&["image", "inspect", "-f", "{{.Id}}", &image_ref(name)]).await {
-        Ok(id) => Ok(Some(format!(
-            "this machine's bake {}, holding another Horovod image or Docker",
-            shown(id.trim())
-        ))),
+        Ok(id) => Ok(Some(TakenBy {
+            what: format!(
+                "this machine's bake {}, holding another Horovod image or Docker",
+                shown(id.trim())
+            ),
+            own_bake: true,
+        })),
         Err(e) if is_missing(&e) => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-/// The node containers (of any cluster) made from the bake image `image_id`.
-pub async fn servers_booted_from(image_id: &str) -> Result<Vec<String>, ProviderError> {
-    let out = docker(&[
-        "ps",
-        "-a",
-        "--filter",
-        &format!("label={LABEL}"),
-        "--filter",
-        &format!("ancestor={image_id}"),
-        "--format",
-        "{{.Names}}",
-    ])
-    .await?;
-    let mut names: Vec<String> = out.lines().map(shown).collect();
-    names.sort();
-    Ok(names)
+/// The node containers (of any cluster) made from each of these bake images.
+pub async fn servers_booted_from(
+    image_ids: &[String],
+) -> Result<BTreeMap<String, Vec<String>>, ProviderError> {
+    let mut by_image = BTreeMap::new();
+    for id in image_ids {
+        let out = docker(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label={LABEL}"),
+            "--filter",
+            &format!("ancestor={id}"),
+            "--format",
+            "{{.Names}}",
+        ])
+        .await?;
+        let mut names: Vec<String> = out.lines().map(shown).collect();
+        if !names.is_empty() {
+            names.sort();
+            by_image.insert(id.clone(), names);
+        }
+    }
+    Ok(by_image)
 }
 
-pub async fn delete_bake(image_id: &str) -> Result<(), ProviderError> {
-    let name = inspect_bakes(None)
-        .await?
-        .iter()
-        .find(|i| i.id == image_id)
-        .and_then(|i| i.name().map(str::to_string));
-    let Some(name) = name else {
-        return Ok(()); // gone already
-    };
-    docker(&["image", "rm", &image_ref(&name)]).await?;
-    match docker(&["volume", "rm", &volume(&name)]).await {
-        Err(e) if !is_missing(&e) => Err(e),
-        _ => Ok(()),
+/// The bake `name`'s image and volume removed (either already gone is no error).
+pub async fn delete_bake(name: &str) -> Result<(), ProviderError> {
+    for removal in [
+        ["image", "rm", &image_ref(name)],
+        ["volume", "rm", &volume(name)],
+    ] {
+        match docker(&removal).await {
+            Err(e) if !is_missing(&e) => return Err(e),
+            _ => {}
+        }
     }
+    Ok(())
 }
 
 /// Copies one Docker volume's files into another (owners, modes, links kept), in a
@@ -246,11 +260,10 @@ pub async fn bake(
     args.push(image_ref(name));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     docker(&argv).await?;
-    let made = inspect_bakes(properties.get(KEY_PROPERTY).map(String::as_str))
+    let made = inspect(&[&image_ref(name)])
         .await?
         .iter()
-        .filter_map(Inspected::baked)
-        .find(|b| b.name == name);
+        .find_map(Inspected::baked);
     made.ok_or_else(|| {
         ProviderError::Cloud(format!(
             "the bake's image {} is not there after its commit",

@@ -636,19 +636,22 @@ impl Provider for LocalProvider {
     fn bake_name_taken<'a>(
         &'a self,
         name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+    ) -> BoxFuture<'a, Result<Option<crate::bake::TakenBy>, ProviderError>> {
         Box::pin(bake::bake_name_taken(name))
     }
 
     fn servers_booted_from<'a>(
         &'a self,
-        image_id: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, ProviderError>> {
-        Box::pin(bake::servers_booted_from(image_id))
+        image_ids: &'a [String],
+    ) -> BoxFuture<'a, Result<BTreeMap<String, Vec<String>>, ProviderError>> {
+        Box::pin(bake::servers_booted_from(image_ids))
     }
 
-    fn delete_bake<'a>(&'a self, image_id: &'a str) -> BoxFuture<'a, Result<(), ProviderError>> {
-        Box::pin(bake::delete_bake(image_id))
+    fn delete_bake<'a>(
+        &'a self,
+        bake: &'a crate::bake::BakedImage,
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(bake::delete_bake(&bake.name))
     }
 }
 

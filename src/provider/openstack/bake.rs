@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::settle::settle;
 use super::OpenStackProvider;
-use crate::bake::KEY_PROPERTY;
+use crate::bake::{TakenBy, KEY_PROPERTY};
 use crate::input::shown;
 use crate::openstack::compute::{ServerFilter, ServerStatus};
 use crate::openstack::image::Image;
@@ -110,47 +110,62 @@ impl OpenStackProvider {
 
     /// Any image the project sees under `name` (a profile naming the bake would find it too,
     /// or two of that name).
-    pub async fn bake_name_taken(&self, name: &str) -> Result<Option<String>, ProviderError> {
+    pub async fn bake_name_taken(&self, name: &str) -> Result<Option<TakenBy>, ProviderError> {
         let project = self.os.project_id().to_string();
         let images = self.os.image().list_by_name(name).await?;
         let Some(image) = images.iter().find(|i| i.name.as_deref() == Some(name)) else {
             return Ok(None);
         };
         let id = shown(&image.id);
-        Ok(Some(if image.owner.as_deref() != Some(project.as_str()) {
-            format!("image {id} of another project")
+        let own = image.owner.as_deref() == Some(project.as_str());
+        Ok(Some(if !own {
+            TakenBy {
+                what: format!("image {id} of another project"),
+                own_bake: false,
+            }
         } else if image.hvd_bake_key.is_some() {
-            format!(
-                "this project's bake {id}{}, holding another Horovod image, Docker or driver",
-                image
-                    .created_at
-                    .as_deref()
-                    .map(|c| format!(" made {}", shown(c)))
-                    .unwrap_or_default()
-            )
+            TakenBy {
+                what: format!(
+                    "this project's bake {id}{}, holding another Horovod image, Docker or driver",
+                    image
+                        .created_at
+                        .as_deref()
+                        .map(|c| format!(" made {}", shown(c)))
+                        .unwrap_or_default()
+                ),
+                own_bake: true,
+            }
         } else {
-            format!("this project's image {id}")
+            TakenBy {
+                what: format!("this project's image {id}"),
+                own_bake: false,
+            }
         }))
     }
 
-    /// Every server of the project (any cluster's or none) whose image is `image_id`.
-    pub async fn servers_booted_from(&self, image_id: &str) -> Result<Vec<String>, ProviderError> {
+    /// The project's servers (any cluster's or none) booted from each of `image_ids`: one
+    /// listing of the servers for all of them.
+    pub async fn servers_booted_from(
+        &self,
+        image_ids: &[String],
+    ) -> Result<BTreeMap<String, Vec<String>>, ProviderError> {
         let servers = self
             .os
             .compute()
             .list_servers(&ServerFilter::default())
             .await?;
-        let mut names: Vec<String> = servers
-            .into_iter()
-            .filter(|s| s.image_id.as_deref() == Some(image_id))
-            .map(|s| shown(s.name.as_deref().unwrap_or(&s.id)))
-            .collect();
-        names.sort();
-        Ok(names)
-    }
-
-    pub async fn delete_bake(&self, image_id: &str) -> Result<(), ProviderError> {
-        Ok(self.os.image().delete_image(image_id).await?)
+        let mut by_image: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for s in servers {
+            match s.image_id {
+                Some(image) if image_ids.contains(&image) => by_image
+                    .entry(image)
+                    .or_default()
+                    .push(shown(s.name.as_deref().unwrap_or(&s.id))),
+                _ => {}
+            }
+        }
+        by_image.values_mut().for_each(|names| names.sort());
+        Ok(by_image)
     }
 
     pub async fn bake(

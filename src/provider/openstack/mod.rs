@@ -270,19 +270,22 @@ impl Provider for OpenStackProvider {
     fn bake_name_taken<'a>(
         &'a self,
         name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<String>, ProviderError>> {
+    ) -> BoxFuture<'a, Result<Option<crate::bake::TakenBy>, ProviderError>> {
         Box::pin(OpenStackProvider::bake_name_taken(self, name))
     }
 
     fn servers_booted_from<'a>(
         &'a self,
-        image_id: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, ProviderError>> {
-        Box::pin(OpenStackProvider::servers_booted_from(self, image_id))
+        image_ids: &'a [String],
+    ) -> BoxFuture<'a, Result<BTreeMap<String, Vec<String>>, ProviderError>> {
+        Box::pin(OpenStackProvider::servers_booted_from(self, image_ids))
     }
 
-    fn delete_bake<'a>(&'a self, image_id: &'a str) -> BoxFuture<'a, Result<(), ProviderError>> {
-        Box::pin(OpenStackProvider::delete_bake(self, image_id))
+    fn delete_bake<'a>(
+        &'a self,
+        bake: &'a crate::provider::BakedImage,
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async move { Ok(self.os.image().delete_image(&bake.id).await?) })
     }
 
     fn bake<'a>(
