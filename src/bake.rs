@@ -141,6 +141,14 @@ pub fn prepare_command(name: &str, image_id: &str) -> String {
     )
 }
 
+/// What `bake.sh prepare` said of the disk's freed blocks (`set aside N path(s); freed blocks
+/// ...`, its last line): whether a snapshot reads zeros there. Shortened and escaped. Pure.
+pub fn freed_blocks(said: &str) -> Option<String> {
+    let last = said.lines().rev().find(|l| l.starts_with("set aside "))?;
+    let (_, note) = last.split_once("; ")?;
+    Some(crate::input::shown_message(note.trim(), 120))
+}
+
 /// Puts it all back, then unmounts the tmpfs (the script's copy goes with it).
 pub fn restore_command() -> String {
     format!(
@@ -288,6 +296,23 @@ pub fn pick<'a>(bakes: &'a [BakedImage], wanted: &str) -> Result<&'a BakedImage,
                 .collect::<Vec<_>>()
                 .join(", ")
         )),
+    }
+}
+
+#[cfg(test)]
+mod freed_tests {
+    use super::freed_blocks;
+
+    #[test]
+    fn the_prepare_says_whether_freed_blocks_were_discarded() {
+        assert_eq!(
+            freed_blocks("set aside 12 path(s); freed blocks discarded\n").as_deref(),
+            Some("freed blocks discarded")
+        );
+        assert_eq!(freed_blocks("set aside 3 path(s)\n"), None);
+        assert_eq!(freed_blocks("restored\n"), None);
+        let hostile = freed_blocks("set aside 1 path(s); \u{1b}[2Jx").unwrap();
+        assert!(!hostile.contains('\u{1b}'), "{hostile}");
     }
 }
 

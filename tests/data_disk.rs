@@ -12,7 +12,12 @@
 //!   links kept) is copied onto the blank disk before the bind, so Docker finds it there; the
 //!   root disk keeps its copy, and the blank disk a `start` brings gets it again;
 //! - `bake.sh prepare` on such a node is refused (exit 3, one line): a snapshot of the root disk
-//!   leaves Docker's data on the ephemeral disk out.
+//!   leaves Docker's data on the ephemeral disk out;
+//! - `bake.sh prepare` on a master (the disk here a stand-in for its root disk, under one of
+//!   the paths it sets aside): a credential, /shared's export and /shared's fstab line are
+//!   gone while the snapshot reads the disk, and the credential's bytes are not in the disk's
+//!   freed blocks either (read raw, past the page cache); a journal larger than the tmpfs the
+//!   bake mounts first goes aside whole (the tmpfs grows to it); `restore` puts all of them back.
 //!
 //! Needs Docker and the images (`scripts/build-images`).
 
@@ -82,7 +87,7 @@ fn in_guest(body: &str) -> Output {
     let script = format!(
         r#"set -eu
 cleanup() {{
-  for m in /var/tmp /var/lib/docker /var/lib/hvd-cluster/data /run/hvd-bake; do
+  for m in /var/tmp /var/lib/docker /var/lib/hvd-cluster/data /run/hvd-bake /var/lib/hvd-cluster; do
     umount "$m" 2>/dev/null || true
   done
 }}
@@ -234,4 +239,68 @@ echo "== after start"; state
         "{said}"
     );
     assert!(!said.contains("bake: set something aside"), "{said}");
+}
+
+#[test]
+fn a_bake_leaves_the_masters_shared_and_no_credential_on_the_disk_and_puts_them_back() {
+    require_image();
+    let out = in_guest(
+        &r#"# the disk under one of the paths a bake sets aside (an autostop credential)
+mkfs.ext4 -q -F "$dev"
+mkdir -p /var/lib/hvd-cluster && mount "$dev" /var/lib/hvd-cluster
+mkdir -p /var/lib/hvd-cluster/autostop /etc/exports.d /etc/hvd-cluster
+secret=hvd-test-credential-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+echo "$secret" > /var/lib/hvd-cluster/autostop/credential
+echo '{"node":"m"}' > /etc/hvd-cluster/node.json
+printf '/shared 10.63.0.0/24(rw)\n' > /etc/exports.d/hvd-cluster.exports
+printf 'LABEL=root / ext4 defaults 0 1\nUUID=0000-1111 /shared auto defaults,nofail 0 2\n' > /etc/fstab
+sync
+raw() { dd if="$dev" iflag=direct bs=1M status=none | grep -a -c -F "$secret" || true; }
+echo "before: $(raw)"
+# a journal larger than the tmpfs the bake mounts at first (64 MB)
+mkdir -p /var/log/journal/m && head -c 80M /dev/urandom > /var/log/journal/m/system.journal
+sum=$(md5sum < /var/log/journal/m/system.journal)
+MOUNT_TMPFS && cp /w/bake.sh /run/hvd-bake/
+sh /run/hvd-bake/bake.sh prepare b sha256:1
+[ ! -e /var/log/journal ] || echo "left: the journal"
+sync
+echo "during: $(raw)"
+echo "fstab: $(grep -c ' /shared ' /etc/fstab || true) $(grep -c ' / ' /etc/fstab)"
+for p in /var/lib/hvd-cluster/autostop /etc/exports.d/hvd-cluster.exports /etc/hvd-cluster; do
+  [ ! -e "$p" ] || echo "left: $p"
+done
+echo "marker: $(tr '\n' ' ' < /etc/hvd-cluster-bake)"
+sh /run/hvd-bake/bake.sh restore
+[ "$(md5sum < /var/log/journal/m/system.journal)" = "$sum" ] || echo "left: the journal's bytes"
+echo "after: $(grep -c -F "$secret" /var/lib/hvd-cluster/autostop/credential) $(grep -c ' /shared ' /etc/fstab) $(cat /etc/exports.d/hvd-cluster.exports) $(cat /etc/hvd-cluster/node.json)"
+[ ! -e /etc/hvd-cluster-bake ] || echo "left: the marker"
+"#
+        .replace("MOUNT_TMPFS", &hvd_cluster::bake::mount_command()),
+    );
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    let line = |what: &str| {
+        said.lines()
+            .find_map(|l| l.strip_prefix(what))
+            .unwrap_or_else(|| panic!("no {what} line: {said}"))
+            .to_string()
+    };
+    assert_ne!(
+        line("before: "),
+        "0",
+        "the credential is on the disk: {said}"
+    );
+    assert_eq!(
+        line("during: "),
+        "0",
+        "no byte of the credential on the disk a snapshot reads, freed blocks included: {said}"
+    );
+    assert_eq!(line("fstab: "), "0 1", "only /shared's line out: {said}");
+    assert!(!said.contains("left: "), "{said}");
+    assert_eq!(line("marker: "), "bake=b image=sha256:1 ");
+    assert_eq!(
+        line("after: "),
+        r#"1 1 /shared 10.63.0.0/24(rw) {"node":"m"}"#,
+        "everything put back: {said}"
+    );
 }

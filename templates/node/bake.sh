@@ -12,8 +12,12 @@
 # SSH host keys (a server booted from the bake makes its own), the machine id, cloud-init's
 # instance state and instance data (under /run, which is no tmpfs in a container), the jobs,
 # the autostop agent and its credential, the object store's credential, known_hosts, shell
-# histories, Docker logins and the logs. It removes the cluster's containers (made again by
-# the next `up`) and the image's kept archive (a cache).
+# histories, Docker logins and the logs; and what makes a node the master of this cluster
+# (/shared's export, /shared's line in /etc/fstab naming this cluster's volume), so that a
+# worker may boot from a master's bake. A small file set aside is overwritten with zeros where
+# it was before it goes (a snapshot of a disk reads freed blocks too), and the root file
+# system's free blocks are discarded where its disk allows it. It removes the cluster's
+# containers (made again by the next `up`) and the image's kept archive (a cache).
 # restore puts everything back as it was. A node that cannot be baked whole (/shared or staged
 # data on the disk the snapshot reads, or Docker's data on an ephemeral disk it does not) is
 # refused before anything moves: exit 3, one line.
@@ -28,7 +32,8 @@ set_aside='/etc/hvd-cluster /var/lib/hvd-cluster/jobs /var/lib/hvd-cluster/autos
 /var/log/journal /var/log/cloud-init.log /var/log/cloud-init-output.log
 /etc/ssh/ssh_host_* /root/.ssh /root/.docker /root/.bash_history /root/.python_history
 /home/*/.ssh/authorized_keys /home/*/.ssh/known_hosts /home/*/.bash_history
-/home/*/.python_history /home/*/.docker /etc/systemd/system/hvd-cluster-*'
+/home/*/.python_history /home/*/.docker /etc/systemd/system/hvd-cluster-*
+/etc/exports.d/hvd-cluster.exports /etc/ganesha/ganesha.conf'
 
 # logs a running program keeps open: copied aside and emptied in place, joined again after
 emptied='/var/log/dockerd.log'
@@ -60,6 +65,9 @@ restore() {
   if [ -f "$aside/machine-id" ]; then
     cat "$aside/machine-id" > /etc/machine-id
   fi
+  if [ -f "$aside/fstab" ]; then
+    cat "$aside/fstab" > /etc/fstab
+  fi
   rm -f "$marker"
   if has_systemd; then
     systemctl daemon-reload || true
@@ -89,6 +97,16 @@ prepare() {
     exit 3
   fi
   mountpoint -q "$here" || { echo "$here is not a tmpfs of its own" >&2; exit 3; }
+  # The tmpfs grows to what goes aside (a node's journal alone can be hundreds of MB), within
+  # half the memory the node has free: a bake must not push the node into its OOM killer.
+  # shellcheck disable=SC2086
+  need_kb=$(du -sck $set_aside $emptied 2>/dev/null | tail -n 1 | cut -f1)
+  free_kb=$(awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo)
+  if [ -n "$free_kb" ] && [ $((need_kb * 2)) -gt "$free_kb" ]; then
+    echo "what a bake sets aside ($((need_kb / 1024)) MB, the logs most of it) is more than half this node's free memory ($((free_kb / 1024)) MB), where it is kept during the snapshot; rotate the node's logs (journalctl --vacuum-size) or free memory" >&2
+    exit 3
+  fi
+  mount -o remount,size=$((need_kb + 65536))k "$here"
   mkdir -p "$aside"
   # the safety net: everything comes back even if nobody says so
   if has_systemd; then
@@ -111,9 +129,18 @@ prepare() {
   for p in $set_aside; do
     [ -e "$p" ] || [ -L "$p" ] || continue
     mkdir -p "$aside/files$(dirname "$p")"
-    mv "$p" "$aside/files$p"
+    # keys and credentials are small: zeroed in place first, where the snapshot would read
+    # their freed blocks (logs, large, are moved as they are)
+    cp -a "$p" "$aside/files$p"
+    find "$p" -xdev -type f -size -1024k -exec shred -n 0 -z {} + 2>/dev/null || true
+    rm -rf "$p"
     printf '%s\n' "$p" >> "$aside/list"
   done
+  # /shared's line names this cluster's volume (the master's): out while the disk is read
+  if awk '$2 == "/shared" { found = 1 } END { exit !found }' /etc/fstab 2>/dev/null; then
+    cat /etc/fstab > "$aside/fstab"
+    awk '$2 != "/shared"' "$aside/fstab" > /etc/fstab
+  fi
   for f in $emptied; do
     [ -f "$f" ] || continue
     mkdir -p "$aside/logs$(dirname "$f")"
@@ -128,7 +155,13 @@ prepare() {
   umask 022
   printf 'bake=%s\nimage=%s\n' "$name" "$image_id" > "$marker"
   sync
-  echo "set aside $(wc -l < "$aside/list") path(s)"
+  # Blocks freed earlier (a file the bootstrap rewrote, the removed containers' layers) still
+  # hold what was there; where the disk takes discards the snapshot reads zeros instead.
+  trimmed="freed blocks not discarded (the root disk takes no discard)"
+  if command -v fstrim >/dev/null 2>&1 && fstrim / >/dev/null 2>&1; then
+    trimmed="freed blocks discarded"
+  fi
+  echo "set aside $(wc -l < "$aside/list") path(s); $trimmed"
 }
 
 case ${1:-} in
