@@ -105,9 +105,10 @@ pub enum Command {
         #[arg(long, default_value_t = 5, value_name = "SECS")]
         drain_grace: u64,
     },
-    /// Make a node image from a node of the running cluster (a worker by default): Docker,
-    /// the bootstrap's packages, the GPU driver and the Horovod image, without this cluster's
-    /// keys, files, containers or logs. Boot servers from it with `image = "NAME"`
+    /// Make a node image from a node of the running cluster (a worker by default), or with
+    /// --temporary from a server of its own: Docker, the bootstrap's packages, the GPU driver
+    /// and the Horovod image, without any cluster's keys, files, containers or logs. Boot
+    /// servers from it with `image = "NAME"`
     #[command(
         after_help = "The node's cluster keys, login keys, SSH host keys, machine id, \
         cloud-init state, jobs, autostop agent, credentials, Docker logins, histories and logs are \
@@ -121,14 +122,21 @@ pub enum Command {
         name another image holds is refused before anything is made. `down` leaves a bake: it is \
         yours. `--list` shows the project's bakes (what each holds, which servers run from it), \
         `--delete NAME` deletes one after asking (refused while servers run from it). No cluster \
-        is needed for either."
+        is needed for either. `--temporary` needs no cluster either: it brings up a one-server \
+        cluster CLUSTER-baking of the workers' flavor and image (no workers, no /shared, no \
+        data, no autostop), checks it, bakes it and deletes it, also when the bake fails; cut \
+        short, the same command again finishes it, and `down --cluster CLUSTER-baking` \
+        deletes it."
     )]
     Bake {
         file: PathBuf,
         /// The node to bake (`worker-1`, `master`, or its full name); default: the first
         /// worker, else the master
-        #[arg(long, conflicts_with_all = ["list", "delete"])]
+        #[arg(long, conflicts_with_all = ["list", "delete", "temporary"])]
         node: Option<String>,
+        /// Bake a server of its own, made for the bake and deleted after it (no cluster needed)
+        #[arg(long, conflicts_with_all = ["list", "delete"])]
+        temporary: bool,
         /// The image's name (default: CLUSTER-bake; 1-100 letters, digits, `.`, `_`, `-`)
         #[arg(long, conflicts_with_all = ["list", "delete"])]
         name: Option<String>,
@@ -506,6 +514,7 @@ impl Command {
             Command::Bake {
                 file,
                 node,
+                temporary,
                 name,
                 list,
                 delete,
@@ -513,6 +522,7 @@ impl Command {
             } => match (list, delete) {
                 (true, _) => bake::list(ctx, &file).await,
                 (false, Some(wanted)) => bake::delete(ctx, &file, &wanted, yes).await,
+                (false, None) if temporary => bake::temporary(ctx, &file, name.as_deref()).await,
                 (false, None) => bake::bake(ctx, &file, node.as_deref(), name.as_deref()).await,
             },
             Command::Check { file, json } => check::check(ctx, &file, json).await,

@@ -254,6 +254,10 @@ impl ClusterDir {
     pub fn state_file(&self) -> PathBuf {
         self.path.join("state.json")
     }
+    /// The profile `bake --temporary` writes for its one-server cluster (removed with it).
+    pub fn temporary_profile(&self) -> PathBuf {
+        self.path.join("profile.toml")
+    }
     pub fn private_key(&self) -> PathBuf {
         self.path.join("id_ed25519")
     }

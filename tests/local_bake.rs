@@ -9,13 +9,19 @@
 //! baked (no sshd, no Docker inside: the node's side of a bake, `templates/node/bake.sh`, runs
 //! on the real-host servers of tests/cloud_hosts.rs; the whole `up`, `bake`, `up` from the bake
 //! and `scale` on the local provider is `cargo bench --bench bake`, run by hand). Takes seconds.
+//!
+//! And `bake --temporary` whole, through the command: a one-node cluster of its own brought up
+//! from the stock node image, interrupted, finished by the same command again, baked and
+//! deleted (a local `up` of one node: a minute or two).
 //! Needs Docker and the images (`scripts/build-images`).
 
 mod common;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use common::docker_text as docker;
+use common::TestCluster;
 use hvd_cluster::bake::BakeInputs;
 use hvd_cluster::plan::Names;
 use hvd_cluster::provider::local::{LocalProvider, LABEL};
@@ -269,4 +275,102 @@ fn a_local_bake_is_a_committed_node_and_its_docker_data_and_nodes_start_from_bot
         .unwrap()
         .iter()
         .all(|b| b.name != bake));
+}
+
+/// `bake --temporary`: no cluster of the profile runs; the command says first which cluster it
+/// makes and how it goes if cut short, and Ctrl-C during its server's bootstrap leaves that
+/// cluster (exit 130); the same command again resumes it, checks it, bakes its server and
+/// deletes it: nothing of `NAME-baking` is left (containers, volumes, network, folder), the
+/// bake carries `NAME-baking` as its cluster, and no folder of the profile's own cluster was
+/// made. (That a bake with the same contents is found, not made again, is the same code as a
+/// running cluster's bake, which tests/cloud_hosts.rs checks.)
+#[test]
+fn a_temporary_cluster_is_made_for_the_bake_and_deleted_after_it() {
+    docker(&["image", "inspect", IMAGE]).expect("the images: run scripts/build-images");
+    let c = TestCluster::new("local.toml", "t-tmpb", |p| p);
+    let temporary = format!("{}-baking", c.name);
+    let bake = format!("{}-bake", c.name);
+    let _cleanup = Cleanup {
+        cluster: temporary.clone(),
+        bake: bake.clone(),
+    };
+    let labelled = |kind: &str| {
+        let all = if kind == "container" { "-aq" } else { "-q" };
+        docker(&[
+            kind,
+            "ls",
+            all,
+            "--filter",
+            &format!("label={LABEL}={temporary}"),
+        ])
+        .unwrap()
+    };
+
+    // Without --temporary, no cluster is no node to bake: one line, exit 2, the way out.
+    let line = common::one_error_line(&c.hvd(&["bake", &c.profile]), 2);
+    assert!(
+        line.contains("is not up on this machine") && line.contains("--temporary"),
+        "{line}"
+    );
+
+    let said = common::interrupt::at_marker(
+        c.command(&["bake", &c.profile, "--temporary"]),
+        "-INT",
+        &format!("{temporary}-master: docker load"),
+        Duration::from_secs(900),
+    );
+    let first = said
+        .iter()
+        .find(|l| l.contains("on a temporary cluster"))
+        .unwrap_or_else(|| panic!("the command says which cluster it makes: {said:?}"));
+    assert!(
+        first.contains(&format!("`{temporary}`"))
+            && first.contains(&format!("down --cluster {temporary}")),
+        "{first}"
+    );
+    assert!(c.state.join(&temporary).join("profile.toml").is_file());
+    assert!(
+        !labelled("container").is_empty(),
+        "the cut-short cluster stays"
+    );
+
+    let made = c.hvd(&["bake", &c.profile, "--temporary"]);
+    let out = String::from_utf8_lossy(&made.stdout).into_owned();
+    let err = String::from_utf8_lossy(&made.stderr).into_owned();
+    assert!(made.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("`{temporary}` is up and passed its check")),
+        "{err}"
+    );
+    assert!(
+        out.contains(&format!("bake: {bake} ("))
+            && out.contains(&format!("from {temporary}-master in ")),
+        "{out}"
+    );
+    for kind in ["container", "volume", "network"] {
+        assert_eq!(labelled(kind), "", "no {kind} of {temporary} left");
+    }
+    assert!(
+        !c.state.join(&temporary).exists(),
+        "its folder went with it"
+    );
+    assert!(
+        !c.state.join(&c.name).exists(),
+        "the profile's own cluster was never made"
+    );
+    let labels = docker(&[
+        "image",
+        "inspect",
+        "-f",
+        "{{json .Config.Labels}}",
+        &format!("hvd-cluster/bake:{bake}"),
+    ])
+    .unwrap();
+    assert!(
+        labels.contains(&format!("\"hvd_bake_cluster\":\"{temporary}\"")),
+        "{labels}"
+    );
+
+    let deleted = c.hvd(&["bake", &c.profile, "--delete", &bake, "--yes"]);
+    assert!(deleted.status.success());
 }

@@ -43,11 +43,165 @@ pub async fn bake(
     name: Option<&str>,
 ) -> Result<u8, Error> {
     let started = Instant::now();
-    if let Some(name) = name {
-        bake::check_name(name).map_err(|e| Error::Usage(format!("--name: {e}")))?;
+    check_name_flag(name)?;
+    let report = match bake_a_node(ctx, file, node, name).await {
+        Err(Error::State(crate::state::StateError::NoFolder { cluster, .. })) => {
+            let shown_file = super::shown_path(file);
+            return Err(Error::Usage(format!(
+                "bake: cluster `{cluster}` is not up on this machine: `hvd-cluster up \
+                 {shown_file}` first, or `hvd-cluster bake {shown_file} --temporary` bakes a \
+                 server of its own"
+            )));
+        }
+        other => other?,
+    };
+    if report.restart {
+        // The node's containers went with the bake's preparation: `up` makes them again and
+        // checks the whole cluster (it takes the folder's lock itself).
+        ctx.progress.line(format!(
+            "bake: {} set back; `up` makes its containers again",
+            report.node
+        ));
+        super::up::up(ctx, file, false).await?;
     }
+    print_made(&report, started);
+    Ok(0)
+}
+
+/// `bake --temporary`: the bake made on a one-server cluster of its own (`NAME-baking`, its
+/// server of the workers' flavor and image: [`crate::profile::Profile::for_a_temporary_bake`]),
+/// brought up and checked as any cluster, baked, then deleted, also when the bake fails. Cut
+/// short (Ctrl-C, a closed laptop), the cluster stays and says how it goes: the same command
+/// again resumes it (`up` is idempotent), bakes and deletes it; `down --cluster` deletes it.
+pub async fn temporary(ctx: &Context, file: &Path, name: Option<&str>) -> Result<u8, Error> {
+    let started = Instant::now();
+    check_name_flag(name)?;
+    let (p, provider) = connect_for_bakes(ctx, file).await?;
+    let name = name.map_or_else(|| bake::default_name(p.name.as_str()), str::to_string);
+    let shown_file = super::shown_path(file);
+    // The profile's folder, absolute: the temporary profile lives in another one.
+    let folder = std::path::absolute(file)
+        .map_err(|e| Error::Usage(format!("bake: {shown_file}: {e}")))?
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let temporary = p
+        .for_a_temporary_bake(&folder)
+        .map_err(|e| Error::Usage(format!("bake --temporary: {e}")))?;
+    // Before any server is made: the name must be free for this bake (or hold an earlier one
+    // with the same key, which is found once the server says what it holds).
+    if let Some(holder) = provider.bake_name_taken(&name).await? {
+        if !holder.own_bake {
+            return Err(name_taken(&name, &holder.what, &shown_file, false));
+        }
+    }
+    drop(provider);
+    let dir = crate::state::ClusterDir::open(&ctx.state_root, &temporary.name)?;
+    let temporary_file = dir.temporary_profile();
+    let text = temporary
+        .to_toml()
+        .map_err(|e| Error::Runtime(format!("bake: the temporary profile: {e}")))?;
+    crate::state::write_atomic(
+        &temporary_file,
+        format!(
+            "# made by `hvd-cluster bake --temporary` from {shown_file}; deleted with the \
+             cluster\n{text}"
+        )
+        .as_bytes(),
+        0o600,
+    )?;
+    let cluster_name = temporary.name.as_str();
+    ctx.progress.line(format!(
+        "bake: on a temporary cluster `{cluster_name}` (one server of the workers' flavor and \
+         image), deleted after the bake; if this command is cut short, the same command again \
+         finishes the bake and deletes it, and `hvd-cluster down --cluster {cluster_name}` \
+         deletes it"
+    ));
+    let made = async {
+        {
+            let cluster = crate::converge::provision(ctx, &temporary_file, false).await?;
+            crate::converge::bootstrap_and_check(ctx, &cluster).await?;
+            // the cluster's lock goes with it, before the bake takes it
+        }
+        ctx.progress.line(format!(
+            "bake: `{cluster_name}` is up and passed its check; baking its server"
+        ));
+        bake_a_node(ctx, &temporary_file, Some("master"), Some(&name)).await
+    }
+    .await;
+    if let Err(Error::Interrupted) = made {
+        return Err(Error::Interrupted);
+    }
+    let removed =
+        super::down::down(ctx, cluster::Target::Profile(temporary_file.clone()), true).await;
+    let report = made?;
+    removed?;
+    print_made(&report, started);
+    Ok(0)
+}
+
+/// `--name`, by the bake's name grammar, before anything is asked of the cloud.
+fn check_name_flag(name: Option<&str>) -> Result<(), Error> {
+    name.map_or(Ok(()), |n| {
+        bake::check_name(n).map_err(|e| Error::Usage(format!("--name: {e}")))
+    })
+}
+
+/// `bake: NAME (ID), SIZE from NODE in Ns; boot nodes from it ...`, on stdout.
+fn print_made(report: &BakeReport, started: Instant) {
+    println!(
+        "bake: {} ({}){}{} from {} in {:.0}s; boot nodes from it with `image = \"{}\"` under \
+         [workers] or [master]",
+        input::shown(&report.image.name),
+        input::shown(&report.image.id),
+        report
+            .image
+            .size
+            .map(|b| format!(", {}", bake::size(b)))
+            .unwrap_or_default(),
+        if report.found { ", found" } else { "" },
+        report.node,
+        started.elapsed().as_secs_f64(),
+        input::shown(&report.image.name)
+    );
+}
+
+/// A bake's name held by another image: refused before anything is made.
+fn name_taken(name: &str, what: &str, shown_file: &str, own_bake: bool) -> Error {
+    let delete = if own_bake {
+        format!(
+            " or delete that bake (`hvd-cluster bake {shown_file} --delete {}`)",
+            input::shown(name)
+        )
+    } else {
+        String::new()
+    };
+    Error::Usage(format!(
+        "bake: the name `{}` is taken by {what}: choose another with --name{delete}; nothing \
+         made",
+        input::shown(name)
+    ))
+}
+
+/// A stopped cluster has no node to bake: `start` it, or bake on a server of its own.
+fn stopped_for_bake(why: String) -> Error {
+    Error::Usage(format!(
+        "{why}; or `--temporary` bakes on a server of its own, the cluster left as it is"
+    ))
+}
+
+/// Bakes one node of a running cluster (`node`, else the first worker, else the master) into
+/// the image `name` (else `CLUSTER-bake`), or finds the earlier bake with the same key; the
+/// node is set back but its containers are not made again (the report says whether `up` is
+/// needed for that).
+async fn bake_a_node(
+    ctx: &Context,
+    file: &Path,
+    node: Option<&str>,
+    name: Option<&str>,
+) -> Result<BakeReport, Error> {
     // a stopped cluster is bad input here: there is no node to bake
-    let existing = cluster::existing_or(ctx, file, Error::Usage).await?;
+    let existing = cluster::existing_or(ctx, file, stopped_for_bake).await?;
     if !existing.provider.bakes() {
         return Err(not_here());
     }
@@ -113,20 +267,12 @@ pub async fn bake(
         } else {
             // Before the node is touched: a profile naming the bake must find it alone.
             if let Some(holder) = existing.provider.bake_name_taken(&name).await? {
-                let delete = if holder.own_bake {
-                    format!(
-                        " or delete that bake (`hvd-cluster bake {shown_file} --delete {}`)",
-                        input::shown(&name)
-                    )
-                } else {
-                    String::new()
-                };
-                return Err(Error::Usage(format!(
-                    "bake: the name `{}` is taken by {}: choose another with --name{delete}; \
-                     nothing made",
-                    input::shown(&name),
-                    holder.what
-                )));
+                return Err(name_taken(
+                    &name,
+                    &holder.what,
+                    &shown_file,
+                    holder.own_bake,
+                ));
             }
             let properties = inputs.properties(p.name.as_str(), &target);
             let image = snapshot(
@@ -147,30 +293,7 @@ pub async fn bake(
             }
         }
     };
-    if report.restart {
-        // The node's containers went with the bake's preparation: `up` makes them again and
-        // checks the whole cluster (it takes the folder's lock itself).
-        ctx.progress.line(format!(
-            "bake: {target} set back; `up` makes its containers again"
-        ));
-        super::up::up(ctx, file, false).await?;
-    }
-    println!(
-        "bake: {} ({}){}{} from {} in {:.0}s; boot nodes from it with `image = \"{}\"` under \
-         [workers] or [master]",
-        input::shown(&report.image.name),
-        input::shown(&report.image.id),
-        report
-            .image
-            .size
-            .map(|b| format!(", {}", bake::size(b)))
-            .unwrap_or_default(),
-        if report.found { ", found" } else { "" },
-        report.node,
-        started.elapsed().as_secs_f64(),
-        input::shown(&report.image.name)
-    );
-    Ok(0)
+    Ok(report)
 }
 
 /// `bake --list`: the project's bakes, the newest first, with what each holds, where it was
@@ -298,8 +421,8 @@ async fn snapshot(
     ssh.write_file(bake::BAKE_SCRIPT, templates::BAKE_SCRIPT.as_bytes(), 0o700)
         .await
         .map_err(BootstrapError::from)?;
-    match ssh.sudo(&bake::prepare_command(name, image_id)).await {
-        Ok(_) => {}
+    let freed = match ssh.sudo(&bake::prepare_command(name, image_id)).await {
+        Ok(said) => bake::freed_blocks(&said),
         Err(SshError::Command { code, stderr, .. }) if code == "3" => {
             let _ = ssh.sudo(&bake::restore_command()).await;
             return Err(Error::Usage(format!(
@@ -311,11 +434,12 @@ async fn snapshot(
             let _ = ssh.sudo(&bake::restore_command()).await;
             return Err(BootstrapError::from(e).into());
         }
-    }
+    };
     ctx.progress.line(format!(
         "bake: {target} prepared (its cluster's keys, files, containers and logs set aside on a \
-         tmpfs); the cloud snapshots its root disk into {} (if this command is cut short, the \
+         tmpfs{}); the cloud snapshots its root disk into {} (if this command is cut short, the \
          node puts them back by itself within 90 minutes and `up` makes its containers again)",
+        freed.map(|f| format!("; {f}")).unwrap_or_default(),
         input::shown(name)
     ));
     let made = existing

@@ -4,6 +4,7 @@
 //! the nearest valid key), `validate` holds the checks a parsed profile must pass.
 
 mod diagnostics;
+pub mod temporary;
 #[cfg(test)]
 mod tests;
 mod validate;

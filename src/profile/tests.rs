@@ -608,3 +608,48 @@ fn data_entries_land_below_shared_each_in_a_place_of_its_own() {
         assert!(err.contains(says), "{entries:?}: {err}");
     }
 }
+
+#[test]
+fn a_temporary_bake_is_one_server_of_the_workers_kind_and_reads_back() {
+    let full = GOOD.replace(
+        "flavor = \"g1.a100\"",
+        "flavor = \"g1.a100\"\nimage = \"debian-12-gpu\"\nroot_volume_gb = 40",
+    ) + "\n[lifecycle]\nautostop = \"2h\"\n\n[[data]]\nlocal = \"datasets/mnist\"\n\n\
+           [container]\nimage = \"reg.example:5000/hvd:1\"\nsource = \"pull\"\n\
+           registry_ca = \"ca.pem\"\n";
+    let p = parse_str(&full).unwrap();
+    let t = p
+        .for_a_temporary_bake(Path::new("/home/u/profiles"))
+        .unwrap();
+    assert_eq!(t.name, "demo-baking");
+    assert_eq!(t.master.flavor.as_deref(), Some("g1.a100"));
+    assert_eq!(t.master.image.as_deref(), Some("debian-12-gpu"));
+    assert_eq!(t.master.root_volume_gb, Some(40));
+    assert_eq!(t.workers.count, 0);
+    assert_eq!(t.storage.kind, StorageKind::None);
+    assert!(t.data.is_empty());
+    assert_eq!(t.lifecycle, LifecycleSpec::default());
+    assert_eq!(
+        t.container.registry_ca.as_deref(),
+        Some("/home/u/profiles/ca.pem")
+    );
+    assert_eq!(t.container.image, p.container.image);
+    // written and read back by the same parser: the same profile
+    let text = t.to_toml().unwrap();
+    assert_eq!(
+        parse(Path::new("/state/demo-baking/profile.toml"), &text).unwrap(),
+        t
+    );
+
+    // a name that leaves no room for the suffix: one line, before anything is made
+    let long = GOOD.replace("name = \"demo\"", &format!("name = \"{}\"", "a".repeat(36)));
+    let e = parse_str(&long)
+        .unwrap()
+        .for_a_temporary_bake(Path::new("/p"))
+        .unwrap_err();
+    assert!(
+        e.0.contains("the temporary cluster's name") && e.0.contains("without --temporary"),
+        "{}",
+        e.0
+    );
+}
