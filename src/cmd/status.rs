@@ -24,10 +24,20 @@ pub async fn status(ctx: &Context, target: Target, json: bool, live: bool) -> Re
         .await
         .map_err(ApplyError::Observe)?;
     let (observed, mut nodes, autostop) = (view.observed, view.nodes, view.autostop);
+    let saved = dir.load().ok();
+    // The provider knows a node's GPUs, not the profile's `slots`: the saved state has what
+    // `up` and `scale` used (the check's and `run`'s slots), for the nodes it knows.
+    if let Some(saved) = &saved {
+        for n in &mut nodes {
+            if let Some(known) = saved.nodes.iter().find(|k| k.name == n.name) {
+                n.slots = known.slots;
+            }
+        }
+    }
     let listed = if live {
         read_discovery(&dir, &nodes).await
     } else {
-        dir.load().ok().and_then(|saved| saved.discovery)
+        saved.and_then(|saved| saved.discovery)
     };
     if let Some(listed) = listed {
         for n in nodes.iter_mut().filter(|n| n.role != Role::Master) {
