@@ -449,8 +449,10 @@ pub fn kernel_mount_problem(
     }
 }
 
-/// GETs the Jupyter URL until it answers 200 with a `<title>`, for up to two minutes; over
+/// GETs the Jupyter URL until it answers 200 with a `<title>`, for up to five minutes; over
 /// HTTPS only from a server that offers the pinned certificate (the token is in the URL).
+/// Five, not two: Jupyter Lab's first start on a busy or emulated node (its imports, its
+/// extensions) took over a minute here, and a slow answer is no reason to fail a whole `up`.
 pub async fn jupyter_title(at: JupyterAt<'_>) -> Result<String, CheckError> {
     let url = at.url;
     let timeout = Duration::from_secs(10);
@@ -464,7 +466,7 @@ pub async fn jupyter_title(at: JupyterAt<'_>) -> Result<String, CheckError> {
     .map_err(|e| failed("jupyter", e))?;
     let client = &client;
     let waited = wait_until(
-        Duration::from_secs(120),
+        Duration::from_secs(300),
         Duration::from_secs(2),
         move || async move {
             match client.get(url).send().await {
