@@ -11,7 +11,8 @@
 //! new host keys, each vouched for by its console. On the same cluster (one cluster for the
 //! whole file: each `up` of three node containers costs minutes of the suite's 2 cores), a
 //! worker server is deleted as admin during an elastic run (a preemption): `heal` replaces it
-//! and renews the agent's credential.
+//! and renews the agent's credential. A worker baked on the way (issue 51) is the image of a
+//! second, one-node cluster after the first one's `down`, which refuses the first one's keys.
 //!
 //! Needs the cloud and the node image: `tests/cloud/install && tests/cloud/start &&
 //! scripts/build-images` (scripts/test does all three).
@@ -19,6 +20,7 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -145,6 +147,9 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
         format!("{}-worker-2", c.name),
     ];
     let before = cloud_containers();
+    // The cluster's private keys, copied once `up` made them: `down` takes its folder, and the
+    // second cluster from the bake must refuse them.
+    let first_keys = tempfile::tempdir().expect("a folder for the first cluster's keys");
     let result = std::panic::catch_unwind(|| {
         // The first `up` is killed during the bootstrap, once a worker mounted /shared: the
         // image is then usually still on its way to the master, its file there partial
@@ -158,6 +163,7 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
         );
         let up = c.hvd(&["up", &c.profile]);
         assert!(up.status.success());
+        keep_the_keys(&c, first_keys.path());
         one_server_each(&c, &nodes);
         assert_eq!(
             cloud_containers().difference(&before).count(),
@@ -220,7 +226,171 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
     });
     let bakes = down_leaves_nothing(&c, &before, result);
     assert_eq!(bakes, [format!("{}-bake", c.name)], "down leaves the bake");
+    let second = std::panic::catch_unwind(|| {
+        a_second_cluster_from_the_bake_refuses_the_first_ones_keys(
+            first_keys.path(),
+            &bakes[0],
+            &before,
+        )
+    });
+    if let Err(panic) = second {
+        let _ = c.hvd(&["bake", &c.profile, "--delete", &bakes[0], "--yes"]);
+        std::panic::resume_unwind(panic);
+    }
     a_bake_is_deleted_once_asked(&c, &bakes[0]);
+}
+
+/// The cluster's login key and container key (private), copied into `to`.
+fn keep_the_keys(c: &TestCluster, to: &Path) {
+    for key in ["id_ed25519", "container_ed25519"] {
+        std::fs::copy(c.state.join(&c.name).join(key), to.join(key)).expect(key);
+    }
+}
+
+/// A second cluster from worker-1's bake, after the first one's `down` (issue 51's safety
+/// proven on a cluster of another name and keys, not only by the image's search). One node
+/// (the suite's two cores): its master boots from the bake, reaches a passing check and runs a
+/// Horovod job with nothing installed or sent to it; then, jumping through its sshd with the
+/// second cluster's login key, the node's sshd refuses the first cluster's login key and its
+/// container's sshd the first cluster's container key, where the second cluster's own keys
+/// open them (so a refusal is the key's, not a wrong address or a broken jump).
+fn a_second_cluster_from_the_bake_refuses_the_first_ones_keys(
+    first_keys: &Path,
+    bake: &str,
+    before: &BTreeSet<String>,
+) {
+    let c = TestCluster::new("local-cloud-hosts.toml", "t-again", |p| {
+        let master = "[master]\nflavor = \"m1.medium\"\nimage = \"hvd-node-bookworm\"\n";
+        let workers =
+            "[workers]\ncount = 2\nflavor = \"m1.small\"\nimage = \"hvd-node-bookworm\"\n";
+        assert!(p.contains(master) && p.contains(workers), "{p}");
+        p.replace(
+            master,
+            &format!("[master]\nflavor = \"m1.medium\"\nimage = \"{bake}\"\n"),
+        )
+        .replace(
+            workers,
+            &format!("[workers]\ncount = 0\nflavor = \"m1.small\"\nimage = \"{bake}\"\n"),
+        )
+    });
+    let master = format!("{}-master", c.name);
+    let result = std::panic::catch_unwind(|| {
+        let started = Instant::now();
+        let up = c.hvd(&["up", &c.profile]);
+        eprintln!(
+            "bench: up of a second cluster (1 node) from the bake took {:.0}s",
+            started.elapsed().as_secs_f64()
+        );
+        let said = String::from_utf8_lossy(&up.stderr).into_owned();
+        let out = String::from_utf8_lossy(&up.stdout).into_owned();
+        assert!(up.status.success(), "{said}");
+        assert!(
+            said.contains(&format!(
+                "{master}: booted from the bake {bake}: Docker and the image already here"
+            )),
+            "{said}"
+        );
+        assert!(
+            !said.contains(&format!("-> {master}")),
+            "nothing sent: {said}"
+        );
+        let check = out
+            .lines()
+            .find(|l| l.starts_with("check:"))
+            .expect("up prints the check");
+        assert!(check.contains("1 rank(s) joined"), "{check}");
+
+        // A job: Horovod's rank on the node.
+        let job_dir = tempfile::tempdir().unwrap();
+        let script = job_dir.path().join("joined.py");
+        std::fs::write(
+            &script,
+            "import horovod.tensorflow as hvd\nhvd.init()\nprint('joined', hvd.rank(), hvd.size())\n",
+        )
+        .unwrap();
+        let job = c.hvd(&[
+            "run",
+            &c.profile,
+            "--send",
+            script.to_str().unwrap(),
+            "--",
+            "python",
+            "joined.py",
+        ]);
+        let job_out = String::from_utf8_lossy(&job.stdout);
+        assert!(job.status.success(), "{job:?}");
+        assert!(job_out.contains("joined 0 1"), "{job_out}");
+
+        // The first cluster's keys, against the second's.
+        let second_keys = c.state.join(&c.name);
+        let status = c.status_json();
+        let master_address = status["nodes"]
+            .as_array()
+            .and_then(|all| all.iter().find(|n| n["name"] == master.as_str()))
+            .and_then(|n| n["public_ip"].as_str())
+            .unwrap_or_else(|| panic!("the master's floating IP in status --json: {status}"))
+            .to_string();
+        let address = common::private_ip(&c, "master");
+        let jump_key = second_keys.join("id_ed25519");
+        for (key, port, user) in [
+            ("id_ed25519", 22, "debian"),
+            ("container_ed25519", 12345, "root"),
+        ] {
+            let target = format!("{user}@{address}");
+            // the cluster's `key` (its own keys' folder) tried at `port`, jumping with its own
+            let with = |keys: &Path| {
+                through_the_master(&jump_key, &master_address, &keys.join(key), port, &target)
+            };
+            let opens = with(&second_keys);
+            assert!(
+                opens.contains("opened"),
+                "the second cluster's {key} opens port {port}: {opens}"
+            );
+            let refused = with(first_keys);
+            assert!(
+                !refused.contains("opened") && refused.contains("Permission denied"),
+                "the first cluster's {key} is refused at port {port}: {refused}"
+            );
+        }
+    });
+    let bakes = down_leaves_nothing(&c, before, result);
+    assert!(bakes.is_empty(), "{bakes:?}");
+}
+
+/// `ssh -p PORT -i KEY TARGET echo opened`, jumping through the master's sshd at its floating
+/// IP with `jump_key`; what ssh and the command said.
+fn through_the_master(
+    jump_key: &Path,
+    master: &str,
+    key: &Path,
+    port: u16,
+    target: &str,
+) -> String {
+    let plain = "-o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=no \
+                 -o UserKnownHostsFile=/dev/null -o ConnectTimeout=20";
+    let jump = format!(
+        "ssh {plain} -i {} -W %h:%p debian@{master}",
+        jump_key.display()
+    );
+    let mut args: Vec<String> = plain.split_whitespace().map(str::to_string).collect();
+    args.extend([
+        "-o".into(),
+        format!("ProxyCommand={jump}"),
+        "-i".into(),
+        key.display().to_string(),
+        "-p".into(),
+        port.to_string(),
+        target.into(),
+        "echo".into(),
+        "opened".into(),
+    ]);
+    let out = Command::new("ssh").args(&args).output().expect("ssh runs");
+    format!(
+        "exit {:?}: {}{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 /// After `down`: `bake --delete` without a terminal and without `--yes` deletes nothing (exit
@@ -379,7 +549,10 @@ fn stop_killed_after_the_workers_is_finished_by_stop(c: &TestCluster) {
     );
     // Nothing runs to bake: refused as bad input.
     let line = common::one_error_line(&c.hvd(&["bake", &c.profile]), 2);
-    assert!(line.contains("is stopped"), "{line}");
+    assert!(
+        line.contains("is stopped") && line.contains("`--temporary` bakes on a server of its own"),
+        "{line}"
+    );
 }
 
 /// What the bake left for heal's replacement to be checked against.
@@ -387,31 +560,6 @@ struct Baked {
     name: String,
     /// worker-1's SSH host key (public) when it was baked.
     host_key: String,
-}
-
-/// The first private line of a key file (its base64 body): bytes no file of the bake may hold.
-fn key_body(text: &str) -> String {
-    text.lines()
-        .find(|l| !l.starts_with("-----") && l.len() > 40)
-        .unwrap_or_else(|| panic!("no key body in {} bytes", text.len()))
-        .to_string()
-}
-
-/// What `search` (a shell command on this machine, given `$PATTERNS`: a file of `secrets`, one
-/// a line, for `grep -F -f`) prints; it must end well (it read everything).
-fn searched(search: &str, secrets: &[String]) -> String {
-    let patterns = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(patterns.path(), secrets.join("\n") + "\n").unwrap();
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "set -o pipefail; PATTERNS={}; {search}",
-            patterns.path().display()
-        ))
-        .output()
-        .expect("run the search");
-    assert!(out.status.success(), "{search}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// `bake` of worker-1 in the running cluster (issue 51): its keys, files, containers and logs
@@ -457,30 +605,9 @@ fn bake_a_worker_and_boot_the_workers_from_it(c: &TestCluster) -> Baked {
         "the refused bake left worker-1's container running"
     );
 
-    let started = Instant::now();
-    let bake = c.hvd(&["bake", &c.profile]);
-    eprintln!(
-        "bench: bake of {worker} took {:.0}s",
-        started.elapsed().as_secs_f64()
-    );
-    let out = String::from_utf8_lossy(&bake.stdout).into_owned();
-    let said = String::from_utf8_lossy(&bake.stderr).into_owned();
-    assert!(bake.status.success(), "bake fails: {said}");
-    assert!(
-        said.contains(&format!("bake: {worker} prepared")) && said.contains("set back"),
-        "{said}"
-    );
-    let check = out
-        .lines()
-        .find(|l| l.starts_with("check:"))
-        .unwrap_or_else(|| panic!("the bake's `up` checks the cluster: {out}"));
-    assert!(check.contains("3 rank(s) joined"), "{check}");
-    let made = out
-        .lines()
-        .find(|l| l.starts_with(&format!("bake: {name} (")))
-        .unwrap_or_else(|| panic!("no bake line in {out}"))
-        .to_string();
-    assert!(made.contains(&format!("from {worker} in ")), "{made}");
+    let made = common::bake_node(c, &worker, &name, &[]);
+    assert!(made.check.contains("3 rank(s) joined"), "{}", made.check);
+    let id = made.id;
     // worker-1 as it was: its host key, its files, nothing left on the tmpfs
     assert_eq!(
         c.on_node("worker-1", &["cat /etc/ssh/ssh_host_ed25519_key.pub"]),
@@ -503,11 +630,6 @@ fn bake_a_worker_and_boot_the_workers_from_it(c: &TestCluster) -> Baked {
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
-    let id = made
-        .split_once('(')
-        .and_then(|(_, r)| r.split_once(')'))
-        .map(|(id, _)| id.to_string())
-        .expect("the image's id");
     let found = again_out
         .lines()
         .find(|l| l.starts_with(&format!("bake: {name} ({id})")))
@@ -543,24 +665,7 @@ fn bake_a_worker_and_boot_the_workers_from_it(c: &TestCluster) -> Baked {
     let volume = image["hvd_docker_volume"]
         .as_str()
         .expect("the snapshot's volume");
-    let folder = c.state.join(&c.name);
-    let read = |f: &str| std::fs::read_to_string(folder.join(f)).expect(f);
-    let login_blob = read("id_ed25519.pub")
-        .split_whitespace()
-        .nth(1)
-        .expect("a key line")
-        .to_string();
-    let secrets = vec![
-        key_body(&read("id_ed25519")),
-        key_body(&read("container_ed25519")),
-        login_blob,
-        key_body(&host_private),
-        host_key
-            .split_whitespace()
-            .nth(1)
-            .expect("a host key line")
-            .to_string(),
-    ];
+    let secrets = common::bake_secrets(c, &host_private, &host_key);
     let ctr = format!("{}-bake-read", c.name);
     let _ = Command::new("docker")
         .args(["rm", "-f", "-v", &ctr])
@@ -571,14 +676,14 @@ fn bake_a_worker_and_boot_the_workers_from_it(c: &TestCluster) -> Baked {
         .expect("docker create");
     assert!(created.status.success(), "{created:?}");
     // every file of the committed image, as one stream (lines holding a secret, counted)...
-    let in_files = searched(
+    let in_files = common::searched(
         &format!(
             "docker export {ctr} | grep -a -c -F -f \"$PATTERNS\"; test ${{PIPESTATUS[0]}} = 0"
         ),
         &secrets,
     );
     // ...and of the volume, read where Docker keeps it on this machine (files named)
-    let in_docker = searched(
+    let in_docker = common::searched(
         &format!(
             "grep -r -a -l -D skip -F -f \"$PATTERNS\" \"$(docker volume inspect -f '{{{{.Mountpoint}}}}' {volume})\"; \
              test $? = 1"

@@ -23,21 +23,29 @@
 //! jupyter`'s tunnel; the security groups proven from outside (the master's SSH answers from
 //! 203.0.113.5, inside `allowed_cidrs`, and not from 203.0.113.6; the containers' SSH port
 //! 12345, listening, does not answer from 203.0.113.5; Jupyter's port closed on the floating
-//! IP); the GPU runtime step short of a GPU. Then the worker joins with autostop on: it boots
-//! from a 12 GB Ceph volume on a flavor with no root disk and Docker on its ephemeral disk,
-//! gets the image from the master over the private network, mounts /shared from the master
+//! IP); the GPU runtime step short of a GPU. Then `bake` of the master (issue 51): Nova's
+//! libvirt driver snapshots the running guest live, the master is set back and checked again,
+//! and the image's file is read on this machine (no file holds the cluster's keys or the
+//! master's host key). Then the worker joins with autostop on: it boots from a 12 GB Ceph
+//! volume made from that bake on a flavor with no root disk and Docker on its ephemeral disk,
+//! finds Docker and the image there (no apt transaction, nothing sent: the bake's Docker data
+//! copied onto the ephemeral disk; with HVD_TEST_VMS_PULL=1 it boots from the stock image and
+//! pulls through the master's mirror), has a host key and machine id of its own and nothing of
+//! the master's /shared, mounts /shared from the master
 //! with the kernel client (kept in fstab), is reached through the master, its SSH and Horovod
 //! port open inside the group and not from outside it, the check across three slots on both
 //! guests; a job started at once keeps the cluster busy through those checks. Released, it
 //! ends, and the agent on the master stops the idle cluster by itself (both guests shelved and
 //! offloaded, the worker first, each shelve timed). With `HVD_TEST_VMS_START=1` (by hand, for
 //! CI's time) `start` then brings both back (the master's disk kept its image; the worker's
-//! blank ephemeral disk is made Docker's again and gets the image from the master); without
+//! blank ephemeral disk is made Docker's again and gets the bake's Docker data from its root
+//! disk again); without
 //! it `down` deletes the stopped cluster but /shared's Ceph volume, kept (`storage.keep`):
 //! read on this machine after `down` (its Ceph image exported, the ext4 read with debugfs) it
 //! holds the file written to /shared before the stop; the test then deletes it. `down` leaves
 //! no other server, volume, port, floating IP, security group, network, share, qemu process,
-//! bridge, tap, Ceph image or nftables rule. (`stop` by hand is proven against
+//! bridge, tap, Ceph image or nftables rule, and leaves the bake, which `bake --delete`
+//! removes. (`stop` by hand is proven against
 //! the same cloud in tests/cloud_cli.rs: the same Nova calls, no emulated guest.)
 //!
 //! Needs the cloud with its VM host (`tests/cloud/install && tests/cloud/start`, libvirt
@@ -575,6 +583,13 @@ fn hold_the_cluster(c: &TestCluster) -> std::process::Child {
         .expect("start the holding job")
 }
 
+/// Where the worker's image came from: the master's bake (our image), or a user's image pulled
+/// through the master's mirror from the registry.
+enum WorkerImage<'a> {
+    Baked,
+    Pulled(&'a Registry),
+}
+
 /// Autostop on the VMs, then `start` of both guests. `scale` put the agent on the master (a
 /// systemd service of the stock image, calling Keystone and Nova at 203.0.113.1 through the
 /// router's SNAT with a credential limited to the cluster's two servers), and the holding job
@@ -586,7 +601,8 @@ fn hold_the_cluster(c: &TestCluster) -> std::process::Child {
 /// why. `start` (autostop now off) brings both back: the master from its snapshot with its
 /// disk (no image sent again), the worker from the same root volume with a blank ephemeral
 /// disk (Nova makes it anew at unshelve: the data disk step makes it Docker's again and the
-/// image comes again from the master); the check passes across the three slots, a file
+/// bake's Docker data is copied onto it again from the worker's root disk, or with a user's
+/// image the image comes again from the master); the check passes across the three slots, a file
 /// written to /shared before the stop is there on both, the floating IP is the same, and the
 /// agent is gone. The caller's `down` then deletes the cluster. Benchmark lines compare the
 /// two shelves, and `start` with the first `up` (not asserted).
@@ -597,10 +613,14 @@ fn autostop_then_start(
     fip: &str,
     mark: &str,
     up_took: Duration,
-    registry: Option<&Registry>,
+    worker_image: WorkerImage<'_>,
 ) {
     let master = format!("{}-master", c.name);
     let worker = format!("{}-worker-1", c.name);
+    let registry = match worker_image {
+        WorkerImage::Pulled(r) => Some(r),
+        WorkerImage::Baked => None,
+    };
     let pulled_before_stop = registry.map(|r| r.blob_bytes_sent(GUEST_IMAGE));
     let files = MasterFiles::new(c);
     let agent_log = || files.read(hvd_cluster::autostop::AGENT_LOG);
@@ -786,15 +806,25 @@ fn autostop_then_start(
     assert!(start.status.success(), "start fails: {err}");
     assert!(out.contains("3 rank(s) joined"), "{out}");
     // The master's disk kept the image; the worker's blank ephemeral disk gets it again from
-    // the master, never from this machine or the registry.
+    // its root disk (booted from the bake) or else from the master, never from this machine
+    // or the registry.
     assert!(
         !err.contains("pulled") && !err.contains("image to the master"),
         "the master's disk kept the image: {err}"
     );
-    assert!(
-        err.contains(&format!("master -> {worker}")),
-        "the worker gets the image again from the master: {err}"
-    );
+    if matches!(worker_image, WorkerImage::Baked) {
+        assert!(
+            err.contains(&format!(
+                "{worker}: data disk: Docker's data from the bake ("
+            )) && !err.contains(&format!("master -> {worker}")),
+            "the bake's Docker data copied again from the worker's root disk: {err}"
+        );
+    } else {
+        assert!(
+            err.contains(&format!("master -> {worker}")),
+            "the worker gets the image again from the master: {err}"
+        );
+    }
     assert_eq!(
         registry.map(|r| r.blob_bytes_sent(GUEST_IMAGE)),
         pulled_before_stop,
@@ -906,6 +936,143 @@ fn api_path_diagnostics(c: &TestCluster) -> String {
     )
 }
 
+/// What the master's bake left for the worker booted from it to be checked against.
+struct MasterBake {
+    name: String,
+    /// The master's SSH host key (public) when it was baked.
+    host_key: String,
+    machine_id: String,
+}
+
+/// `bake` of the master after its `up` (issue 51, the VM lane): its cluster's keys, files,
+/// containers, /shared's export and fstab line set aside on a tmpfs while Nova's libvirt
+/// driver snapshots the running guest's root disk live into Glance, then put back, its
+/// containers made again by `up` and the check passed. The master is as it was (its host key,
+/// /shared exported from its Ceph volume with the file on it). The image's file, as Glance
+/// keeps it on this machine, is read whole: no file of its ext4 (mounted read-only) holds the
+/// cluster's login key, container key, the master's host key or the login key's
+/// authorized_keys line, nor the cluster's own paths; the whole disk's bytes, freed blocks
+/// included, are counted apart in a bench line, not asserted: the prepare's fstrim discards
+/// what it can (the image went from 3.6 GB to 2.2 GB), but a qcow2 disk frees whole 64 KiB
+/// clusters only, and a small freed block beside live data keeps its bytes (2 lines held a key
+/// in stop 66's run). The profile's workers then boot from it: `scale` below.
+fn bake_the_master(c: &TestCluster) -> MasterBake {
+    let master = format!("{}-master", c.name);
+    let name = format!("{}-bake", c.name);
+    let host_key = c.on_node("master", &["cat /etc/ssh/ssh_host_ed25519_key.pub"]);
+    let host_private = c.on_node("master", &["sudo cat /etc/ssh/ssh_host_ed25519_key"]);
+    let machine_id = c.on_node("master", &["cat /etc/machine-id"]);
+    let made = common::bake_node(c, &master, &name, &["--node", "master"]);
+    // the test cloud passes the guest's discards to its disk (hw_disk_discard = unmap)
+    assert!(
+        made.said.contains("; freed blocks discarded)"),
+        "{}",
+        made.said
+    );
+    assert!(made.check.contains("2 rank(s) joined"), "{}", made.check);
+    let id = made.id;
+
+    // The master as it was: its host key, /shared's line and export, the file on /shared.
+    assert_eq!(
+        c.on_node("master", &["cat /etc/ssh/ssh_host_ed25519_key.pub"]),
+        host_key
+    );
+    let back = c.on_node(
+        "master",
+        &["test -s /etc/hvd-cluster/node.json && ! test -e /etc/hvd-cluster-bake && ! test -e /run/hvd-bake && grep -c ' /shared ' /etc/fstab && sudo exportfs -v | grep -c '^/shared'"],
+    );
+    assert_eq!(
+        back.split_whitespace().collect::<Vec<_>>(),
+        ["1", "1"],
+        "{back}"
+    );
+
+    // The image: private, from the master, holding the master's Horovod image.
+    let rt = runtime();
+    let os = rt.block_on(common::cloud::client("local-user"));
+    let images = rt
+        .block_on(os.image().list_by_property("hvd_bake_node", &master))
+        .expect("list the bakes");
+    let image = images
+        .iter()
+        .find(|i| i["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("the bake {id}: {images:#?}"));
+    assert_eq!(image["status"], "active");
+    assert_eq!(image["visibility"], "private");
+    assert_eq!(image["hvd_bake_node"], master.as_str());
+    assert_eq!(image["hvd_bake_cluster"], c.name.as_str());
+
+    // Its file as Glance keeps it: the snapshot's ext4 (the VM image is a bare file system),
+    // converted to raw and mounted read-only on this machine.
+    let file = cloud_dir().join("state/glance/images").join(&id);
+    assert!(
+        file.is_file(),
+        "Glance's file of the bake: {}",
+        file.display()
+    );
+    let secrets = common::bake_secrets(c, &host_private, &host_key);
+    let work = tempfile::tempdir().expect("a work dir");
+    let raw = work.path().join("bake.raw");
+    let mnt = work.path().join("mnt");
+    let converted = Command::new("qemu-img")
+        .args(["convert", "-O", "raw"])
+        .arg(&file)
+        .arg(&raw)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(converted, "qemu-img convert {}", file.display());
+    std::fs::create_dir(&mnt).expect("a mount point");
+    let (raw_s, mnt_s) = (raw.display(), mnt.display());
+    let in_files = common::searched(
+        &format!(
+            "mount -o ro,loop,noload {raw_s} {mnt_s} || exit 9; \
+             grep -r -a -l -D skip -F -f \"$PATTERNS\" {mnt_s}; rc=$?; \
+             ls -d {mnt_s}/etc/hvd-cluster {mnt_s}/etc/ssh/ssh_host_* \
+             {mnt_s}/home/debian/.ssh/authorized_keys {mnt_s}/var/lib/cloud/instance \
+             {mnt_s}/etc/exports.d/hvd-cluster.exports {mnt_s}/run/hvd-bake/aside 2>/dev/null; \
+             grep -c ' /shared ' {mnt_s}/etc/fstab; cat {mnt_s}/etc/hvd-cluster-bake; \
+             test -s {mnt_s}/etc/machine-id && echo 'a machine id'; \
+             umount {mnt_s}; test $rc = 1"
+        ),
+        &secrets,
+    );
+    let freed = common::searched(
+        &format!("grep -a -c -F -f \"$PATTERNS\" {raw_s} || test $? = 1"),
+        &secrets,
+    );
+    eprintln!(
+        "bench: the bake of {master} ({} MB in Glance) read on this machine: no file holds a \
+         secret; {freed} line(s) of its whole disk, freed blocks included, do",
+        std::fs::metadata(&file).map(|m| m.len() >> 20).unwrap_or(0)
+    );
+    let horovod = c.on_node(
+        "master",
+        &[&format!(
+            "sudo docker image inspect -f '{{{{.Id}}}}' {OUR_IMAGE}"
+        )],
+    );
+    assert_eq!(
+        in_files,
+        format!("0\nbake={name}\nimage={}", horovod.trim()),
+        "the bake's file system holds no file with the cluster's keys or the master's host \
+         key, none of the cluster's paths, no /shared line, no machine id: only its marker"
+    );
+
+    // From here on the workers boot from the bake (the master keeps the stock image). `plan`
+    // shows no line for workers while the profile has none (count = 0 until `scale`): its
+    // bake line is cloud_hosts' to check.
+    let text = std::fs::read_to_string(&c.profile).unwrap();
+    let stock = "image = \"debian-12-generic\"\nroot_volume_gb = 12";
+    assert!(text.contains(stock), "{text}");
+    let text = text.replace(stock, &format!("image = \"{name}\"\nroot_volume_gb = 12"));
+    std::fs::write(&c.profile, text).unwrap();
+    MasterBake {
+        name,
+        host_key,
+        machine_id,
+    }
+}
+
 /// A worker guest joins the running cluster (`scale --workers 1`, autostop now on) once the
 /// master's guest has been through `up` alone: the guests' heavy work one after the other,
 /// not side by side (docs/notes/guests.md). `scale` puts the autostop agent on the master
@@ -915,7 +1082,12 @@ fn api_path_diagnostics(c: &TestCluster) -> String {
 /// `scale` is there), is reached through the master, and its SSH and Horovod ports answer
 /// inside the cluster's group only; the check passes across both guests' slots. Returns the
 /// data plane with the worker, for the caller's traces after `down`, and the holding job.
-fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> (DataPlane, std::process::Child) {
+fn a_worker_joins(
+    c: &TestCluster,
+    fip: &str,
+    mark: &str,
+    baked: Option<&MasterBake>,
+) -> (DataPlane, std::process::Child) {
     let master = format!("{}-master", c.name);
     let worker = format!("{}-worker-1", c.name);
     let qemu_before = qemu_processes().len();
@@ -935,7 +1107,28 @@ fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> (DataPlane, std::pr
             && said.contains("limited to this cluster's servers"),
         "{said}"
     );
-    if pulls_a_users_image() {
+    if let Some(bake) = baked {
+        // Booted from the master's bake: no apt transaction for Docker, no image sent, its
+        // Docker data copied from the root disk onto the ephemeral disk instead.
+        assert!(
+            said.contains(&format!(
+                "{worker}: booted from the bake {}: Docker and the image already here",
+                bake.name
+            )),
+            "{said}"
+        );
+        assert!(
+            !said.contains(&format!("{worker}: docker applied in"))
+                && !said.contains(&format!("master -> {worker}")),
+            "nothing installed or sent: {said}"
+        );
+        assert!(
+            said.contains(&format!(
+                "{worker}: data disk: Docker's data from the bake ("
+            )) && said.contains(") copied from the root disk onto the ephemeral disk"),
+            "{said}"
+        );
+    } else if pulls_a_users_image() {
         assert!(
             said.contains(&format!("{worker}: pulled "))
                 && said.contains("through the master's mirror")
@@ -1121,6 +1314,29 @@ fn a_worker_joins(c: &TestCluster, fip: &str, mark: &str) -> (DataPlane, std::pr
         mark
     );
 
+    if let Some(bake) = baked {
+        // A server of its own: its host key and machine id are not the master's, and nothing
+        // of the master's /shared (its volume's fstab line, its export) came with the bake.
+        let own = c.on_node(
+            "worker-1",
+            &["cat /etc/ssh/ssh_host_ed25519_key.pub /etc/machine-id; grep -c ' /shared ' /etc/fstab; ls /etc/exports.d/ 2>/dev/null | wc -l"],
+        );
+        assert!(
+            !own.contains(bake.host_key.trim()),
+            "a host key of its own: {own}"
+        );
+        assert!(
+            !own.contains(bake.machine_id.trim()),
+            "a machine id of its own: {own}"
+        );
+        let counts: Vec<&str> = own.lines().rev().take(2).collect();
+        assert_eq!(
+            counts,
+            ["0", "1"],
+            "one /shared line (NFS), no export: {own}"
+        );
+    }
+
     // The worker's SSH and Horovod port: open inside the group, closed from outside it.
     let listening = c.on_node("worker-1", &["ss", "-Htln"]);
     assert!(listening.contains(":12345 "), "{listening}");
@@ -1210,7 +1426,18 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
         let up_took = started.elapsed();
         eprintln!("up took {:.0}s", up_took.as_secs_f64());
         data_plane = Some(DataPlane::of(&c));
-        assert!(up.status.success(), "up fails");
+        assert!(
+            up.status.success(),
+            "up fails:\n{}",
+            common::said_last(&up, 25)
+        );
+        // `status` shows the slots the profile gave the master, as the check used them (it
+        // showed the provider's one per GPU, else one, until stop 67).
+        assert_eq!(
+            c.status_json()["nodes"][0]["slots"],
+            2,
+            "status shows the master's two slots"
+        );
         let out = String::from_utf8_lossy(&up.stdout).into_owned();
         let said = String::from_utf8_lossy(&up.stderr).into_owned();
         eprintln!(
@@ -1380,11 +1607,25 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
             "master",
             &[&format!("echo '{mark}' | sudo tee /shared/before-stop.txt")],
         );
+        // The worker boots from the master's bake (with our image; a user's pulled image
+        // takes the stock path, by hand).
+        let baked = (!pulls_a_users_image()).then(|| bake_the_master(&c));
         with_autostop(&c, "60s");
-        let (grown, job) = a_worker_joins(&c, &fip, &mark);
+        let (grown, job) = a_worker_joins(&c, &fip, &mark, baked.as_ref());
         data_plane = Some(grown);
         let dp = data_plane.as_ref().unwrap();
-        autostop_then_start(&c, job, dp, &fip, &mark, up_took, registry.as_ref());
+        autostop_then_start(
+            &c,
+            job,
+            dp,
+            &fip,
+            &mark,
+            up_took,
+            match &registry {
+                Some(r) => WorkerImage::Pulled(r),
+                None => WorkerImage::Baked,
+            },
+        );
     }));
 
     // down, also after a failure, then nothing of the cluster anywhere but /shared's kept
@@ -1393,6 +1634,22 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
     let rt = runtime();
     let os = rt.block_on(common::cloud::client("local-user"));
     let kept = the_kept_volume_holds_the_file(&c, &os, &rt);
+    // `down` leaves the bake (the user's): deleted by `bake --delete` after a passing test,
+    // by the API after a failed one.
+    let bakes = rt
+        .block_on(os.image().list_by_property("hvd_bake_cluster", &c.name))
+        .unwrap_or_default();
+    let mut deleted = Vec::new();
+    for image in &bakes {
+        let (Some(id), Some(name)) = (image["id"].as_str(), image["name"].as_str()) else {
+            continue;
+        };
+        if result.is_ok() {
+            deleted.push(c.hvd(&["bake", &c.profile, "--delete", name, "--yes"]));
+        } else {
+            let _ = rt.block_on(os.image().delete_image(id));
+        }
+    }
     let left = rt.block_on(leftovers(&os, &c.name));
     let mut traces = Vec::new();
     if let Some(dp) = &data_plane {
@@ -1414,6 +1671,13 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
         std::panic::resume_unwind(panic);
     }
     assert!(down.status.success(), "down fails");
+    if !pulls_a_users_image() {
+        assert_eq!(bakes.len(), 1, "down leaves the master's bake: {bakes:#?}");
+        assert!(
+            deleted.iter().all(|d| d.status.success()),
+            "bake --delete --yes"
+        );
+    }
     let kept = kept.expect("down keeps /shared's volume");
     assert!(
         String::from_utf8_lossy(&down.stdout)

@@ -38,6 +38,14 @@ pub fn docker_text(args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// The last `n` lines a command wrote to stderr, for an assertion's message: CI shows the end
+/// of a failed run's output, where the panic is, so the reason must travel with it.
+pub fn said_last(out: &Output, n: usize) -> String {
+    let said = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = said.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
 /// A node's private address (`NAME-node`'s, from `status --json`).
 pub fn private_ip(c: &TestCluster, node: &str) -> String {
     let status = c.status_json();
@@ -425,4 +433,97 @@ pub fn stops_on_changed_host_key(c: &TestCluster, node: &str, offered: &str) {
         .output()
         .expect("ssh-keygen -R");
     assert!(forget.status.success(), "{forget:?}");
+}
+
+/// The first private line of a key file (its base64 body): bytes no file of the bake may hold.
+pub fn key_body(text: &str) -> String {
+    text.lines()
+        .find(|l| !l.starts_with("-----") && l.len() > 40)
+        .unwrap_or_else(|| panic!("no key body in {} bytes", text.len()))
+        .to_string()
+}
+
+/// What `search` (a shell command on this machine, given `$PATTERNS`: a file of `secrets`, one
+/// a line, for `grep -F -f`) prints; it must end well (it read everything).
+pub fn searched(search: &str, secrets: &[String]) -> String {
+    let patterns = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(patterns.path(), secrets.join("\n") + "\n").unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "set -o pipefail; PATTERNS={}; {search}",
+            patterns.path().display()
+        ))
+        .output()
+        .expect("run the search");
+    assert!(out.status.success(), "{search}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// What no byte of a bake may hold: the cluster's login key (its private body and its public
+/// blob, which is the `authorized_keys` line), the containers' key, and the baked node's SSH
+/// host key (private body and public blob).
+pub fn bake_secrets(c: &TestCluster, host_private: &str, host_public: &str) -> Vec<String> {
+    let folder = c.state.join(&c.name);
+    let read = |f: &str| std::fs::read_to_string(folder.join(f)).expect(f);
+    let blob = |line: &str| {
+        line.split_whitespace()
+            .nth(1)
+            .expect("a public key line")
+            .to_string()
+    };
+    vec![
+        key_body(&read("id_ed25519")),
+        key_body(&read("container_ed25519")),
+        blob(&read("id_ed25519.pub")),
+        key_body(host_private),
+        blob(host_public),
+    ]
+}
+
+/// What `bake` of one node said, once it made its image.
+pub struct BakeMade {
+    /// What `bake` printed on stderr (the progress lines).
+    pub said: String,
+    /// The `check:` line of the `up` that set the node back.
+    pub check: String,
+    /// The image's id, from `bake: NAME (ID), ... from NODE in Ns`.
+    pub id: String,
+}
+
+/// `hvd-cluster bake` of `node` (its full name) with `args` after the profile, timed in a bench
+/// line: it succeeds, says the node was prepared and set back, its `up` prints the check, and
+/// it names the image `name` made from `node`.
+pub fn bake_node(c: &TestCluster, node: &str, name: &str, args: &[&str]) -> BakeMade {
+    let mut all = vec!["bake", c.profile.as_str()];
+    all.extend_from_slice(args);
+    let started = Instant::now();
+    let bake = c.hvd(&all);
+    eprintln!(
+        "bench: bake of {node} took {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
+    let out = String::from_utf8_lossy(&bake.stdout).into_owned();
+    let said = String::from_utf8_lossy(&bake.stderr).into_owned();
+    assert!(bake.status.success(), "bake fails: {said}");
+    assert!(
+        said.contains(&format!("bake: {node} prepared")) && said.contains("set back"),
+        "{said}"
+    );
+    let check = out
+        .lines()
+        .find(|l| l.starts_with("check:"))
+        .unwrap_or_else(|| panic!("the bake's `up` checks the cluster: {out}"))
+        .to_string();
+    let made = out
+        .lines()
+        .find(|l| l.starts_with(&format!("bake: {name} (")))
+        .unwrap_or_else(|| panic!("no bake line in {out}"));
+    assert!(made.contains(&format!("from {node} in ")), "{made}");
+    let id = made
+        .split_once('(')
+        .and_then(|(_, r)| r.split_once(')'))
+        .map(|(id, _)| id.to_string())
+        .expect("the image's id");
+    BakeMade { said, check, id }
 }
