@@ -567,8 +567,16 @@ fn gpu_runtime_on_the_master(c: &TestCluster) {
 const HOLD_SCRIPT: &str = "/shared/hold-the-cluster.sh";
 const HOLD_RELEASE: &str = "/shared/hold-the-cluster.release";
 
-/// Starts the holding job with `run` from this machine, as a user starts a job.
-fn hold_the_cluster(c: &TestCluster) -> std::process::Child {
+/// The agent's idle time in this test. Between the end of `scale` (the agent's idle time
+/// starts) and the holding job's start, only `run` reaches the master: on a slow machine of
+/// our kind under the suite's load a new SSH connection to an emulated guest took up to a
+/// minute (run 36: the holding script written after `scale` took 58 s, `run` came after the
+/// agent's 60 s and it stopped the worker under the test's checks). Hence the script is
+/// written before `scale` and the idle time leaves `run` two minutes.
+const AUTOSTOP_IDLE: &str = "120s";
+
+/// Writes the holding job's script on /shared, before `scale` starts the agent's idle time.
+fn write_hold_script(c: &TestCluster) {
     c.on_node(
         "master",
         &[&format!(
@@ -576,6 +584,11 @@ fn hold_the_cluster(c: &TestCluster) -> std::process::Child {
              | sudo tee {HOLD_SCRIPT} > /dev/null"
         )],
     );
+}
+
+/// Starts the holding job (its script written by `write_hold_script`) with `run` from this
+/// machine, as a user starts a job.
+fn hold_the_cluster(c: &TestCluster) -> std::process::Child {
     c.command(&["run", &c.profile, "--", "sh", HOLD_SCRIPT])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -640,7 +653,9 @@ fn autostop_then_start(
             .as_str()
             .unwrap_or("")
             .to_string();
-        if word.contains("stops after 60s idle") || word.starts_with("stopping") {
+        if word.contains(&format!("stops after {AUTOSTOP_IDLE} idle"))
+            || word.starts_with("stopping")
+        {
             break;
         }
         assert!(
@@ -726,7 +741,9 @@ fn autostop_then_start(
     let stop_took = released.elapsed();
     eprintln!("the agent's last log seen:\n{last_log}");
     assert!(
-        last_log.contains("started: stops the cluster after 60s idle"),
+        last_log.contains(&format!(
+            "started: stops the cluster after {AUTOSTOP_IDLE} idle"
+        )),
         "{last_log}"
     );
     let at = |seen: &[(String, f64)], name: &str| {
@@ -774,7 +791,7 @@ fn autostop_then_start(
 
     if !starts_again() {
         eprintln!(
-            "bench: the agent stopped the cluster {:.0}s after the job's release (60s of them idle); `status` of the stopped cluster {:.2}s; `start` of both not run (HVD_TEST_VMS_START=1 runs it)",
+            "bench: the agent stopped the cluster {:.0}s after the job's release ({AUTOSTOP_IDLE} of them idle); `status` of the stopped cluster {:.2}s; `start` of both not run (HVD_TEST_VMS_START=1 runs it)",
             stop_took.as_secs_f64(),
             status_took.as_secs_f64()
         );
@@ -881,7 +898,7 @@ fn autostop_then_start(
         "/var/tmp is on the data disk again: {tmp}"
     );
     eprintln!(
-        "bench: the agent stopped the cluster {:.0}s after the job's release (60s of them idle); `status` of the stopped cluster {:.2}s; `start` of both (the worker's image sent again to its blank ephemeral disk) to a passing check {:.0}s vs the first up {:.0}s ({:.2}x)",
+        "bench: the agent stopped the cluster {:.0}s after the job's release ({AUTOSTOP_IDLE} of them idle); `status` of the stopped cluster {:.2}s; `start` of both (the worker's image sent again to its blank ephemeral disk) to a passing check {:.0}s vs the first up {:.0}s ({:.2}x)",
         stop_took.as_secs_f64(),
         status_took.as_secs_f64(),
         start_took.as_secs_f64(),
@@ -1091,6 +1108,7 @@ fn a_worker_joins(
     let master = format!("{}-master", c.name);
     let worker = format!("{}-worker-1", c.name);
     let qemu_before = qemu_processes().len();
+    write_hold_script(c);
     let started = Instant::now();
     let scale = c.hvd(&["scale", &c.profile, "--workers", "1"]);
     eprintln!(
@@ -1103,8 +1121,9 @@ fn a_worker_joins(
     // At once: the agent's idle time runs from the end of `scale`.
     let job = hold_the_cluster(c);
     assert!(
-        said.contains("autostop: the master stops the cluster after 60s idle")
-            && said.contains("limited to this cluster's servers"),
+        said.contains(&format!(
+            "autostop: the master stops the cluster after {AUTOSTOP_IDLE} idle"
+        )) && said.contains("limited to this cluster's servers"),
         "{said}"
     );
     if let Some(bake) = baked {
@@ -1610,7 +1629,7 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
         // The worker boots from the master's bake (with our image; a user's pulled image
         // takes the stock path, by hand).
         let baked = (!pulls_a_users_image()).then(|| bake_the_master(&c));
-        with_autostop(&c, "60s");
+        with_autostop(&c, AUTOSTOP_IDLE);
         let (grown, job) = a_worker_joins(&c, &fip, &mark, baked.as_ref());
         data_plane = Some(grown);
         let dp = data_plane.as_ref().unwrap();
