@@ -153,6 +153,14 @@ const RECIPE: &[(&str, &str)] = &[
         include_str!("../templates/images/horovod/entrypoint.sh"),
     ),
     (
+        "horovod/horovod-project.cmake",
+        include_str!("../templates/images/horovod/horovod-project.cmake"),
+    ),
+    (
+        "horovod/horovod-toolchain.cmake",
+        include_str!("../templates/images/horovod/horovod-toolchain.cmake"),
+    ),
+    (
         "horovod/jupyter_server_config.py",
         include_str!("../templates/images/horovod/jupyter_server_config.py"),
     ),
