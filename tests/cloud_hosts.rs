@@ -249,8 +249,10 @@ fn keep_the_keys(c: &TestCluster, to: &Path) {
 
 /// A second cluster from worker-1's bake, after the first one's `down` (issue 51's safety
 /// proven on a cluster of another name and keys, not only by the image's search). One node
-/// (the suite's two cores): its master boots from the bake, reaches a passing check and runs a
-/// Horovod job with nothing installed or sent to it; then, jumping through its sshd with the
+/// (the suite's two cores) with two slots (the suite's master of more than one slot: a rank
+/// more here is seconds, under the VM test's emulation minutes): its master boots from the
+/// bake, reaches a passing check of two ranks, `status` shows its two slots, and it runs a
+/// Horovod job on both with nothing installed or sent to it; then, jumping through its sshd with the
 /// second cluster's login key, the node's sshd refuses the first cluster's login key and its
 /// container's sshd the first cluster's container key, where the second cluster's own keys
 /// open them (so a refusal is the key's, not a wrong address or a broken jump).
@@ -266,7 +268,7 @@ fn a_second_cluster_from_the_bake_refuses_the_first_ones_keys(
         assert!(p.contains(master) && p.contains(workers), "{p}");
         p.replace(
             master,
-            &format!("[master]\nflavor = \"m1.medium\"\nimage = \"{bake}\"\n"),
+            &format!("[master]\nflavor = \"m1.medium\"\nimage = \"{bake}\"\nslots = 2\n"),
         )
         .replace(
             workers,
@@ -298,9 +300,17 @@ fn a_second_cluster_from_the_bake_refuses_the_first_ones_keys(
             .lines()
             .find(|l| l.starts_with("check:"))
             .expect("up prints the check");
-        assert!(check.contains("1 rank(s) joined"), "{check}");
+        assert!(check.contains("2 rank(s) joined"), "{check}");
+        assert!(check.contains(&master), "{check}");
+        // `status` shows the slots the profile gave the master, as the check used them (it
+        // showed the provider's one per GPU, else one, until stop 67).
+        assert_eq!(
+            c.status_json()["nodes"][0]["slots"],
+            2,
+            "the master's two slots"
+        );
 
-        // A job: Horovod's rank on the node.
+        // A job: Horovod's two ranks on the node.
         let job_dir = tempfile::tempdir().unwrap();
         let script = job_dir.path().join("joined.py");
         std::fs::write(
@@ -319,7 +329,10 @@ fn a_second_cluster_from_the_bake_refuses_the_first_ones_keys(
         ]);
         let job_out = String::from_utf8_lossy(&job.stdout);
         assert!(job.status.success(), "{job:?}");
-        assert!(job_out.contains("joined 0 1"), "{job_out}");
+        assert!(
+            job_out.contains("joined 0 2") && job_out.contains("joined 1 2"),
+            "{job_out}"
+        );
 
         // The first cluster's keys, against the second's.
         let second_keys = c.state.join(&c.name);
