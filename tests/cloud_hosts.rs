@@ -304,11 +304,8 @@ fn a_second_cluster_from_the_bake_refuses_the_first_ones_keys(
         assert!(check.contains(&master), "{check}");
         // `status` shows the slots the profile gave the master, as the check used them (it
         // showed the provider's one per GPU, else one, until stop 67).
-        assert_eq!(
-            c.status_json()["nodes"][0]["slots"],
-            2,
-            "the master's two slots"
-        );
+        let status = c.status_json();
+        assert_eq!(status["nodes"][0]["slots"], 2, "the master's two slots");
 
         // A job: Horovod's two ranks on the node.
         let job_dir = tempfile::tempdir().unwrap();
@@ -336,7 +333,6 @@ fn a_second_cluster_from_the_bake_refuses_the_first_ones_keys(
 
         // The first cluster's keys, against the second's.
         let second_keys = c.state.join(&c.name);
-        let status = c.status_json();
         let master_address = status["nodes"]
             .as_array()
             .and_then(|all| all.iter().find(|n| n["name"] == master.as_str()))
