@@ -24,7 +24,8 @@ use crate::error::Error;
 ///
 /// Environment: HVD_CLUSTER_APT_MIRROR names the Debian mirror for image builds;
 /// HVD_CLUSTER_LOCAL_CPUS (e.g. 0.25) gives every node container the local provider creates
-/// that share of this machine's CPUs (`docker run --cpus`; unset or empty: no limit).
+/// that share of this machine's CPUs (`docker run --cpus`; unset or empty: no limit);
+/// HVD_CLUSTER_SSH_WAIT sets `--ssh-wait` when the flag is not given.
 #[derive(Parser, Debug)]
 #[command(name = "hvd-cluster", version, max_term_width = 100)]
 pub struct Args {
@@ -59,8 +60,19 @@ pub struct Args {
     )]
     pub fanout: u16,
 
+    /// Seconds each node gets to answer SSH, 10-7200 [default: 600, or HVD_CLUSTER_SSH_WAIT]:
+    /// longer for servers that boot slowly (bare metal, an emulated guest); on a timeout the
+    /// error shows the last lines of the node's console, read through the cloud
+    #[arg(long, global = true, value_parser = ssh_wait_arg, value_name = "SECS")]
+    pub ssh_wait: Option<Duration>,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--ssh-wait` by the same grammar as its environment variable.
+fn ssh_wait_arg(value: &str) -> Result<Duration, crate::input::Refused> {
+    crate::input::parse_ssh_wait(value)
 }
 
 #[derive(Subcommand, Debug)]

@@ -299,9 +299,7 @@ pub async fn open(
         user: &p.ssh_user,
         nodes,
     };
-    let sessions = reach
-        .connect(ctx, nodes, Duration::from_secs(600), vouch)
-        .await?;
+    let sessions = reach.connect(ctx, nodes, ctx.ssh_wait, vouch).await?;
     let master = &sessions[0];
     let cidr = master
         .ssh

@@ -9,6 +9,9 @@ use crate::progress::Progress;
 use crate::provider::Provider;
 use crate::state::{self, ClusterDir, ClusterState};
 
+/// How long a node gets to answer SSH unless `--ssh-wait` says otherwise.
+pub const DEFAULT_SSH_WAIT: Duration = Duration::from_secs(600);
+
 /// Options shared by every command.
 pub struct Context {
     pub state_root: PathBuf,
@@ -22,6 +25,8 @@ pub struct Context {
     pub probe_workers: bool,
     /// Children per node in the image's fan-out tree.
     pub fanout: usize,
+    /// How long each node of a connected cluster gets to answer SSH (`--ssh-wait`).
+    pub ssh_wait: Duration,
 }
 
 impl Context {
@@ -34,6 +39,7 @@ impl Context {
             drain_grace: Duration::from_secs(20),
             probe_workers: false,
             fanout: crate::bootstrap::fanout::DEGREE,
+            ssh_wait: DEFAULT_SSH_WAIT,
         }
     }
 

@@ -8,12 +8,25 @@ use clap::Parser;
 use hvd_cluster::args::Args;
 use hvd_cluster::context::Context;
 use hvd_cluster::error::Error;
+use hvd_cluster::input::SSH_WAIT_VAR;
 use hvd_cluster::interrupt;
 
 fn main() -> ExitCode {
     let args = Args::parse();
     let mut ctx = Context::new(args.state_dir, args.quiet, args.parallel);
     ctx.fanout = usize::from(args.fanout);
+    // The flag, else its variable (checked by its grammar before anything happens).
+    match args.ssh_wait.map_or_else(
+        || hvd_cluster::input::ssh_wait_from(std::env::var_os(SSH_WAIT_VAR).as_deref()),
+        |wait| Ok(Some(wait)),
+    ) {
+        Ok(wait) => ctx.ssh_wait = wait.unwrap_or(ctx.ssh_wait),
+        Err(e) => {
+            let e = Error::Usage(e.to_string());
+            eprintln!("error: {e}");
+            return ExitCode::from(e.exit_code());
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -138,6 +138,27 @@ fn up_again_status_down_leaves_nothing() {
     let plan = c.run(&["plan", c.profile()]);
     assert_eq!(plan.status.code(), Some(0), "plan after up is empty");
 
+    // `up` past the infrastructure, the image pulled on the nodes (nothing built here): the
+    // fake driver's servers boot nothing, so none answers SSH within `--ssh-wait`, and the
+    // error shows what the master's console said, read through Nova (os-getConsoleOutput:
+    // the fake driver's three lines), escaped line by line.
+    let text = std::fs::read_to_string(&c.profile).unwrap();
+    let pulled = text.replace("[container]\n", "[container]\nsource = \"pull\"\n");
+    assert_ne!(pulled, text);
+    std::fs::write(&c.profile, pulled).unwrap();
+    let no_ssh = c.run(&["up", c.profile(), "--ssh-wait", "10"]);
+    let err = String::from_utf8_lossy(&no_ssh.stderr);
+    assert_eq!(no_ssh.status.code(), Some(1), "{err}");
+    let master = format!("{}-master: still no SSH after 10s; last reason: ", c.name);
+    assert!(err.contains(&master), "{err}");
+    assert!(
+        err.contains(
+            "  the last 3 line(s) of its console, read through the cloud:\n    FAKE CONSOLE \
+             OUTPUT\n    ANOTHER\n    LAST LINE"
+        ),
+        "{err}"
+    );
+
     let down = c.run(&["down", "--yes", c.profile()]);
     assert!(down.status.success());
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());

@@ -564,6 +564,27 @@ fn a_hostile_local_cpu_share_is_refused_before_anything_happens() {
     });
 }
 
+/// How long nodes get to answer SSH comes from the environment when `--ssh-wait` is not given:
+/// checked by its own grammar before anything happens.
+#[test]
+fn a_hostile_ssh_wait_is_refused_before_anything_happens() {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    up_refuses_env_before_anything_happens("HVD_CLUSTER_SSH_WAIT", |canary| {
+        vec![
+            OsString::from("9"),
+            OsString::from("7201"),
+            OsString::from("-600"),
+            OsString::from("600s"),
+            OsString::from(format!("600; touch {canary}")),
+            OsString::from("600\n700"),
+            OsString::from("9".repeat(4096)),
+            OsString::from("\u{1b}[31m600"),
+            OsString::from_vec(b"60\xff".to_vec()),
+        ]
+    });
+}
+
 /// The Debian mirror for the image builds comes from the environment: checked by its own
 /// grammar before anything happens (it would reach apt sources and a `sed` replacement in the
 /// build script).

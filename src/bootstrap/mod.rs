@@ -71,6 +71,10 @@ pub enum BootstrapError {
     /// Nodes without room for the image, a line each (see [`room`]); nothing was sent.
     #[error("not enough room for the image; nothing was sent:\n{}", .0.join("\n"))]
     NoRoom(Vec<String>),
+    /// A node that never answered SSH, with what its console showed (read through the cloud):
+    /// whether it booted at all, and how far.
+    #[error("{error}\n{console}")]
+    NoSsh { error: SshError, console: String },
     #[error("{0}")]
     Other(String),
 }

@@ -90,6 +90,11 @@ async fn connect_one(
                 progress.line(line);
                 vouched = true;
             }
+            // Its console says whether it booted at all, and how far: a user's first question.
+            (Err(e @ SshError::Timeout { .. }), Some(v)) => {
+                bar.set_message("no SSH in time: reading its console");
+                return Err(with_console(v, &node.name, e).await);
+            }
             (waited, _) => break waited?,
         }
     };
@@ -128,6 +133,50 @@ async fn connect_one(
         iface,
         host,
     })
+}
+
+/// The last lines of its console shown: as many as a reader takes in at a glance.
+const CONSOLE_TAIL_LINES: usize = 12;
+
+/// A node's SSH timeout with the last lines of its console, read through the cloud; the
+/// timeout alone where the provider has no console.
+async fn with_console(v: &Vouch<'_>, node: &str, error: SshError) -> BootstrapError {
+    let console = match v.provider.console(v.cluster, node).await {
+        Ok(Some(text)) => console_said(&text),
+        Ok(None) => return error.into(),
+        Err(e) => format!("  its console could not be read: {e}"),
+    };
+    BootstrapError::NoSsh { error, console }
+}
+
+/// What a node's console shows, for an error: its last non-blank lines, each escaped (the
+/// console is the guest's, any bytes at all: terminal escapes, carriage returns) and
+/// shortened; or that it is empty, which says the server never booted far enough to print.
+fn console_said(console: &str) -> String {
+    let lines: Vec<&str> = console
+        .lines()
+        .map(|l| {
+            l.rsplit('\r')
+                .find(|part| !part.trim().is_empty())
+                .unwrap_or("")
+        })
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    if lines.is_empty() {
+        return "  its console, read through the cloud, is empty: the server has not booted \
+                far enough to print anything"
+            .into();
+    }
+    let from = lines.len().saturating_sub(CONSOLE_TAIL_LINES);
+    let mut out = format!(
+        "  the last {} line(s) of its console, read through the cloud:",
+        lines.len() - from
+    );
+    for line in &lines[from..] {
+        out.push_str("\n    ");
+        out.push_str(&crate::input::shown_message(line.trim_end(), 160));
+    }
+    out
 }
 
 /// Re-pins a node's changed host key when this command started or re-made that server and its
@@ -198,5 +247,58 @@ async fn vouch_for(
             }));
         }
         tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_consoles_last_lines_are_shown_escaped_and_shortened() {
+        let mut console = String::new();
+        for i in 0..30 {
+            console.push_str(&format!("[   {i}.000] booting step {i}\n"));
+        }
+        console.push_str("\n   \n");
+        console.push_str("cloud-init: 40%\rcloud-init: 100%\r\n");
+        console.push_str("login: \u{1b}[31mred\u{1b}]0;title\u{7}\n");
+        console.push_str(&format!("{}\n", "x".repeat(500)));
+        let said = console_said(&console);
+        let lines: Vec<&str> = said.lines().collect();
+        assert_eq!(
+            lines[0],
+            "  the last 12 line(s) of its console, read through the cloud:"
+        );
+        assert_eq!(lines.len(), 13, "{said}");
+        // the twelve last non-blank lines: steps 21-29, then the three below
+        assert_eq!(lines[1], "    [   21.000] booting step 21");
+        // a carriage return's overwritten text is left out, as a terminal would show it
+        assert_eq!(lines[10], "    cloud-init: 100%");
+        // terminal escapes and a bell cannot reach the user's terminal
+        assert_eq!(lines[11], "    login: \\u{1b}[31mred\\u{1b}]0;title\\u{7}");
+        assert!(!said.contains('\u{1b}') && !said.contains('\u{7}'));
+        // a long line is cut (its end kept), never shown whole
+        assert!(lines[12].chars().count() < 180, "{}", lines[12]);
+        assert!(lines[12].ends_with("xxxx"), "{}", lines[12]);
+    }
+
+    #[test]
+    fn an_empty_console_says_the_server_never_printed() {
+        for console in ["", "\n\n", " \r\n\t\n"] {
+            let said = console_said(console);
+            assert!(said.contains("is empty"), "{console:?}: {said}");
+            assert!(said.contains("has not booted"), "{said}");
+        }
+    }
+
+    #[test]
+    fn a_short_console_is_shown_whole() {
+        let said = console_said("FAKE CONSOLE OUTPUT\nANOTHER\nLAST LINE");
+        assert_eq!(
+            said,
+            "  the last 3 line(s) of its console, read through the cloud:\n    FAKE CONSOLE \
+             OUTPUT\n    ANOTHER\n    LAST LINE"
+        );
     }
 }

@@ -7,9 +7,11 @@
 mod cpu_share;
 mod idle_time;
 pub mod paths;
+mod ssh_wait;
 
 pub use cpu_share::CpuShare;
 pub use idle_time::parse_idle_time;
+pub use ssh_wait::{parse_ssh_wait, ssh_wait_from, SSH_WAIT_VAR};
 
 use std::fmt;
 use std::net::Ipv4Addr;
