@@ -60,9 +60,10 @@ pub struct Args {
     )]
     pub fanout: u16,
 
-    /// Seconds each node gets to answer SSH, 10-7200 [default: 600, or HVD_CLUSTER_SSH_WAIT]:
-    /// longer for servers that boot slowly (bare metal, an emulated guest); on a timeout the
-    /// error shows the last lines of the node's console, read through the cloud
+    /// Seconds each node gets to answer SSH when a command opens the cluster (`up`, `scale`,
+    /// `heal`, `start`, `check`...), 10-7200 [default: 600, or HVD_CLUSTER_SSH_WAIT]: longer
+    /// for servers that boot slowly (bare metal, an emulated guest). A server the command made
+    /// or started that never answers ends it with the last lines of its console
     #[arg(long, global = true, value_parser = ssh_wait_arg, value_name = "SECS")]
     pub ssh_wait: Option<Duration>,
 
