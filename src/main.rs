@@ -16,10 +16,11 @@ fn main() -> ExitCode {
     let mut ctx = Context::new(args.state_dir, args.quiet, args.parallel);
     ctx.fanout = usize::from(args.fanout);
     // The flag, else its variable (checked by its grammar before anything happens).
-    match args.ssh_wait.map_or_else(
-        || hvd_cluster::input::ssh_wait_from(std::env::var_os(SSH_WAIT_VAR).as_deref()),
-        |wait| Ok(Some(wait)),
-    ) {
+    let ssh_wait = match args.ssh_wait {
+        Some(wait) => Ok(Some(wait)),
+        None => hvd_cluster::input::ssh_wait_from(std::env::var_os(SSH_WAIT_VAR).as_deref()),
+    };
+    match ssh_wait {
         Ok(wait) => ctx.ssh_wait = wait.unwrap_or(ctx.ssh_wait),
         Err(e) => {
             let e = Error::Usage(e.to_string());

@@ -22,6 +22,7 @@ const CONSOLE_DEADLINE: Duration = Duration::from_secs(300);
 
 /// Who may vouch for a changed host key: the nodes this command started again or made anew
 /// (the tool knows why their key may have changed), and the cloud that shows their consoles.
+/// The same consoles explain a node of this command that never answers SSH.
 pub struct Vouch<'a> {
     pub provider: &'a dyn Provider,
     pub cluster: &'a str,
