@@ -169,6 +169,10 @@ const RECIPE: &[(&str, &str)] = &[
         include_str!("../templates/images/horovod/sshd_config"),
     ),
     (
+        "horovod-build/Dockerfile",
+        include_str!("../templates/images/horovod-build/Dockerfile"),
+    ),
+    (
         "horovod-cuda/Dockerfile",
         include_str!("../templates/images/horovod-cuda/Dockerfile"),
     ),
