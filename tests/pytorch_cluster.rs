@@ -1,11 +1,13 @@
-//! PyTorch and Open MPI on the local provider, all on ONE cluster of profiles/local-pytorch.toml
-//! (collective = "mpi") running a user's own image: the stand-in for the public horovod/horovod
-//! images (tests/registry/standins, `like-horovod-horovod`: Debian's PyTorch 1.13.1 and Open MPI,
-//! Horovod 0.28.1 from PyPI compiled for both, torchvision, no sshd running, nothing of ours
-//! inside), sent from this machine (`source = "transfer"`), the tool supplying sshd from outside
-//! the image. Read from the jobs' own output:
-//! - `up` passes the acceptance check, every rank saying it ran on the MPI controller (mpirun's
-//!   remote `orted` started through the tool's sshd in an image not ours);
+//! PyTorch and Open MPI on the local provider, all on ONE cluster of the shipped
+//! profiles/local-pytorch.toml (collective = "mpi") as it is, on our PyTorch image
+//! (`hvd-cluster/horovod:pt1.13.1-hvd0.28.1-mpi`: Debian's PyTorch 1.13.1 and Open MPI,
+//! Horovod 0.28.1 for both, Jupyter Lab, its own sshd) built from its recipe by scripts/test
+//! (Horovod compiled once for the run: the wheel of scripts/build-images' horovod-build image,
+//! which the stand-ins for users' images install too), so a broken recipe fails here.
+//! Read from the jobs' own output:
+//! - `up` builds nothing (the image is up to date) and passes the acceptance check, every rank
+//!   saying it ran on the MPI controller (mpirun's remote `orted` started through the image's
+//!   own sshd; tests/registry_pull.rs runs Open MPI through the tool's sshd in an image not ours);
 //! - examples/pytorch_mnist.py under `run` (horovodrun --mpi, the user's --mpi-args passed
 //!   through: mpirun's --display-map shows): every rank reports its rank and host, the loss
 //!   falls;
@@ -25,13 +27,6 @@
 //!   TensorFlow elastic example runs on the cloud's real-host servers, tests/cloud_hosts.rs,
 //!   through a worker deleted by the cloud and `heal`; a cluster of its own here cost the
 //!   suite ~270-950 CPU-seconds for what this test already proves of the tool.)
-//!
-//! Why not our own PyTorch image, which the shipped profile names: building it
-//! (`HVD_WITH_TORCH=1 HVD_WITH_TF=0 HOROVOD_WITH_MPI=1 scripts/build-images horovod`, a second
-//! compile of Horovod for PyTorch beside the stand-ins') was the suite's longest chain, 15-25
-//! minutes of both cores from nothing, past CI's time on slower machines (stop 60). It is built
-//! and run by hand: `HVD_TEST_PYTORCH_IMAGE=ours` runs this same test on it (see
-//! docs/guide/testing.md).
 
 mod common;
 
@@ -40,40 +35,10 @@ use std::time::{Duration, Instant};
 use common::bench_report::check_report;
 use common::imagenet::{self, TutorialJob};
 use common::mnist::assert_mnist_ran_everywhere;
-use common::registry::STAND_IN;
 use common::TestCluster;
 
-/// Our PyTorch image, which profiles/local-pytorch.toml names (built from its recipe).
+/// Our PyTorch image, which profiles/local-pytorch.toml names (scripts/test builds it).
 const OUR_PYTORCH_IMAGE: &str = "hvd-cluster/horovod:pt1.13.1-hvd0.28.1-mpi";
-
-/// The image the cluster runs: the horovod/horovod stand-in (a user's image, sent from this
-/// machine), or with `HVD_TEST_PYTORCH_IMAGE=ours` our PyTorch image as the shipped profile
-/// builds it (by hand: its build is a second Horovod compile, too long for CI).
-fn cluster_image() -> &'static str {
-    match std::env::var("HVD_TEST_PYTORCH_IMAGE").as_deref() {
-        Ok("ours") => OUR_PYTORCH_IMAGE,
-        Ok("") | Err(_) => STAND_IN,
-        Ok(other) => panic!("HVD_TEST_PYTORCH_IMAGE is `ours` or unset, not {other:?}"),
-    }
-}
-
-/// The shipped profile with `image` in place of ours, sent from this machine when it is a
-/// user's (`source = "transfer"`: nothing is built).
-fn with_image(profile: String, image: &str) -> String {
-    if image == OUR_PYTORCH_IMAGE {
-        return profile;
-    }
-    let ours = format!("image = \"{OUR_PYTORCH_IMAGE}\"");
-    let source = profile
-        .lines()
-        .find(|l| l.starts_with("source = \"build\""))
-        .expect("the shipped profile builds its image")
-        .to_string();
-    assert!(profile.contains(&ours), "{profile}");
-    profile
-        .replace(&ours, &format!("image = \"{image}\""))
-        .replace(&source, "source = \"transfer\"")
-}
 
 #[test]
 fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
@@ -81,13 +46,13 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
     // and stages it on every node; the workers `scale` and `heal` add get it before they join.
     let data = tempfile::tempdir().unwrap();
     let dataset = data.path().join("tiny-imagenet");
-    let image = cluster_image();
+    let image = OUR_PYTORCH_IMAGE;
     imagenet::make_tiny_imagenet(&dataset, image);
     let files = imagenet::digests(&dataset);
     let c = TestCluster::new("local-pytorch.toml", "pt", |p| {
+        assert!(p.contains(&format!("image = \"{image}\"")), "{p}");
         format!(
-            "{}\n[[data]]\nlocal = \"{}\"\nstage = true\n",
-            with_image(p, image),
+            "{p}\n[[data]]\nlocal = \"{}\"\nstage = true\n",
             dataset.display()
         )
     });
@@ -105,6 +70,13 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
         );
         assert!(stdout.contains("controller: mpi on every rank"), "{stdout}");
         let said = String::from_utf8_lossy(&up.stderr);
+        // The recipe compiled into the binary is the one scripts/test built from: nothing
+        // is built twice.
+        assert!(
+            said.contains(&format!("horovod: {image} up to date"))
+                && said.contains("horovod-build: hvd-cluster/horovod-build:pt1.13.1-hvd0.28.1-mpi up to date"),
+            "{said}"
+        );
         let n = files.len();
         assert!(
             said.contains(&format!("data: pushed {n} file(s)"))

@@ -1,5 +1,5 @@
 //! `container.source = "pull"` from a private registry, end to end on one local cluster
-//! (master + 1 worker) and a real registry: Debian's docker-registry over TLS (a CA of its
+//! (master + 1 worker, `collective = "mpi"`) and a real registry: Debian's docker-registry over TLS (a CA of its
 //! own, named by `container.registry_ca`) with basic auth, started by `tests/registry/start`,
 //! which pushes the stand-in for the public horovod/horovod images into it (standins/: Debian's
 //! PyTorch and Horovod from PyPI, openssh-server installed but not running, a shell as its
@@ -11,7 +11,8 @@
 //! - a tag the registry does not have (the credentials from a credential helper the Docker
 //!   config names for the registry, `credHelpers`): one clear line;
 //! - the user's Docker config (as `docker login` leaves it): the master pulls once, the
-//!   worker gets the master's copy over the private network, the check passes; the registry
+//!   worker gets the master's copy over the private network, the check passes under Open MPI
+//!   (mpirun's orted on the worker started through the tool's sshd); the registry
 //!   sent about one copy of the image; a terminal of the Jupyter the tool installed into the
 //!   image's Python runs horovodrun across both nodes;
 //! - the password is nowhere: outputs, `status --json`, the cluster's folder, the nodes' files;
@@ -109,7 +110,10 @@ fn pull_from_a_private_registry_once_per_cluster() {
         p.replace("count = 2", "count = 1")
             .replace(
                 &format!("image = \"{OUR_IMAGE}\""),
-                &format!("image = \"{image}\"\nregistry_ca = \"{}\"", ca.display()),
+                &format!(
+                    "image = \"{image}\"\nregistry_ca = \"{}\"\ncollective = \"mpi\"",
+                    ca.display()
+                ),
             )
             .replace("source = \"build\"", "source = \"pull\"")
     });
@@ -284,6 +288,9 @@ fn pull_from_a_private_registry_once_per_cluster() {
             )),
             "{said}"
         );
+        // Open MPI in an image not ours: mpirun's remote orted started through the sshd the
+        // tool brought into it, on every rank.
+        assert!(said.contains("controller: mpi on every rank"), "{said}");
         registry.assert_sent_one_copy(STAND_IN, before);
         // The image's Jupyter was installed by the tool; its terminal runs horovodrun.
         assert!(
