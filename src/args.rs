@@ -14,6 +14,15 @@ use crate::cmd::{
 use crate::context::Context;
 use crate::error::Error;
 
+/// The tool's version and the commit it was built from, as `--version` prints them (the
+/// commit is "unknown" in a build outside a git checkout; see build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("HVD_CLUSTER_COMMIT"),
+    ")"
+);
+
 /// Turn one TOML profile into a working Horovod cluster on OpenStack, and remove it again.
 ///
 /// Exit codes: 0 success (for `plan`: nothing to change), 1 failure while working (cloud,
@@ -27,7 +36,7 @@ use crate::error::Error;
 /// that share of this machine's CPUs (`docker run --cpus`; unset or empty: no limit);
 /// HVD_CLUSTER_SSH_WAIT sets `--ssh-wait` when the flag is not given.
 #[derive(Parser, Debug)]
-#[command(name = "hvd-cluster", version, max_term_width = 100)]
+#[command(name = "hvd-cluster", version = VERSION, max_term_width = 100)]
 pub struct Args {
     /// Folder holding each cluster's state and SSH key
     /// [default: $XDG_STATE_HOME/hvd-cluster, or ~/.local/state/hvd-cluster]

@@ -37,7 +37,20 @@ pub enum StateError {
     NoFolder { cluster: String, path: PathBuf },
     #[error("ssh-keygen failed to make the cluster key at {path}: {detail}")]
     Keygen { path: PathBuf, detail: String },
+    #[error("{path} was written by hvd-cluster {written_by} in state format {format}; this is hvd-cluster {ours}, which reads format {STATE_FORMAT} and would lose what it cannot read: use hvd-cluster {written_by} or newer for this cluster", ours = env!("CARGO_PKG_VERSION"))]
+    Newer {
+        path: PathBuf,
+        format: u32,
+        /// The writer's version as the file says it, shortened and escaped.
+        written_by: String,
+    },
 }
+
+/// The state file's format. A tool reads its own format and every older one (each field
+/// added since has a default); it refuses a newer one, whose fields it would drop on its
+/// next save. Raised with a change that an older tool cannot read whole; a change that needs
+/// more than defaults says so when it migrates a file (the CHANGELOG lists each format).
+pub const STATE_FORMAT: u32 = 1;
 
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StateError + 'a {
     move |source| StateError::Io {
@@ -150,6 +163,13 @@ pub struct ClusterState {
     pub staged: Vec<String>,
     #[serde(default)]
     pub updated_at: Option<String>,
+    /// The state file's format ([`STATE_FORMAT`] when this tool wrote it; 0: written before
+    /// formats were numbered, read as format 1, which only added this field and the next).
+    #[serde(default)]
+    pub format: u32,
+    /// The version of hvd-cluster that last wrote the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_by: Option<String>,
 }
 
 /// Where every cluster's folder lives: `$HVD_CLUSTER_STATE_DIR`, else
@@ -290,7 +310,23 @@ impl ClusterDir {
             }
             Err(e) => return Err(io_err("cannot read", &path)(e)),
         };
-        serde_json::from_str(&text).map_err(|source| StateError::Corrupt { path, source })
+        let state: ClusterState =
+            serde_json::from_str(&text).map_err(|source| StateError::Corrupt {
+                path: path.clone(),
+                source,
+            })?;
+        if state.format > STATE_FORMAT {
+            let written_by = state
+                .written_by
+                .as_deref()
+                .map_or_else(|| "(a newer version)".to_string(), crate::input::shown);
+            return Err(StateError::Newer {
+                path,
+                format: state.format,
+                written_by,
+            });
+        }
+        Ok(state)
     }
 
     /// Replaces the state file atomically: a reader sees the old or the new file, never half.
@@ -300,6 +336,8 @@ impl ClusterDir {
         }
         let mut state = state.clone();
         state.updated_at = Some(chrono::Utc::now().to_rfc3339());
+        state.format = STATE_FORMAT;
+        state.written_by = Some(env!("CARGO_PKG_VERSION").to_string());
         let body = serde_json::to_vec_pretty(&state).map_err(|e| StateError::Io {
             action: "cannot encode",
             path: self.state_file(),
@@ -534,6 +572,48 @@ mod tests {
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&dir.path), 0o700);
         assert_eq!(mode(&dir.state_file()), 0o600);
+    }
+
+    #[test]
+    fn the_state_says_which_version_wrote_it_and_an_older_file_still_reads() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = ClusterDir::open(root.path(), &demo()).unwrap();
+        // a file from before formats were numbered: no `format`, no `written_by`
+        fs::write(
+            dir.state_file(),
+            r#"{"cluster":"demo","resources":{},"highest_worker_index":2,"nodes":[]}"#,
+        )
+        .unwrap();
+        let old = dir.load().unwrap();
+        assert_eq!((old.format, old.highest_worker_index), (0, 2));
+        dir.save(&old).unwrap();
+        let text = fs::read_to_string(dir.state_file()).unwrap();
+        let saved: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(saved["format"], STATE_FORMAT);
+        assert_eq!(saved["written_by"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(dir.load().unwrap().highest_worker_index, 2);
+    }
+
+    #[test]
+    fn a_newer_format_is_refused_with_its_writer_escaped() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = ClusterDir::open(root.path(), &demo()).unwrap();
+        let newer = format!(
+            r#"{{"cluster":"demo","format":{},"written_by":"9.9.9\u001b[31m{}"}}"#,
+            STATE_FORMAT + 1,
+            "x".repeat(500)
+        );
+        fs::write(dir.state_file(), newer).unwrap();
+        let e = dir.load().unwrap_err();
+        assert!(matches!(e, StateError::Newer { .. }), "{e}");
+        let said = e.to_string();
+        assert!(
+            said.contains("written by hvd-cluster 9.9.9\\u{1b}[31m")
+                && said.contains(&format!("reads format {STATE_FORMAT}"))
+                && said.contains("(510 bytes)")
+                && !said.contains('\u{1b}'),
+            "{said}"
+        );
     }
 
     #[test]
