@@ -1,4 +1,4 @@
-//! A cluster from a bake against a cluster from the stock node image (issue 51), in one run on
+//! A cluster from a bake against a cluster from the stock node image, in one run on
 //! the local provider (images built), profiles/local.toml with `HVD_BENCH_WORKERS` workers
 //! (default 1):
 //!

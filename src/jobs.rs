@@ -1,4 +1,4 @@
-//! Jobs (issue 34): every `run` is a job on the master, numbered, run by a runner detached
+//! Jobs: every `run` is a job on the master, numbered, run by a runner detached
 //! from the CLI's SSH session (`templates/node/job_runner.sh`), one at a time in the order
 //! submitted, its output kept on the master's disk. This module is the pure part: the job
 //! number's grammar, the script that submits a job, the runner's listing read by its grammar,

@@ -574,7 +574,7 @@ fn over_quota_and_unknown_names_create_nothing() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("image `debian-13-genericcloud-amd64`"));
     assert_eq!(rt.block_on(leftovers(&os, &c.name)), Vec::<String>::new());
 
-    // A dataset from a container the object store does not have (issue 50).
+    // A dataset from a container the object store does not have.
     let c = Cluster::new("t-container", |p| {
         p + "\n[[data]]\nobject_store = \"no-such-container/train\"\n"
     });
@@ -781,7 +781,7 @@ fn root_volumes(
     out
 }
 
-/// Servers that boot from a volume (issue 33): a master on a flavor without a root disk
+/// Servers that boot from a volume: a master on a flavor without a root disk
 /// (Nova refuses an image-backed server there, for a non-admin user) gets a volume sized
 /// for the image and Docker, said in one line; workers get the `root_volume_gb` and
 /// `volume_type` of the profile. `plan` shows each server's disk and the quota check counts

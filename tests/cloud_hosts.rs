@@ -11,7 +11,7 @@
 //! new host keys, each vouched for by its console. On the same cluster (one cluster for the
 //! whole file: each `up` of three node containers costs minutes of the suite's 2 cores), a
 //! worker server is deleted as admin during an elastic run (a preemption): `heal` replaces it
-//! and renews the agent's credential. A worker baked on the way (issue 51) is the image of a
+//! and renews the agent's credential. A worker baked on the way is the image of a
 //! second, one-node cluster after the first one's `down`, which refuses the first one's keys.
 //!
 //! Needs the cloud and the node image: `tests/cloud/install && tests/cloud/start &&
@@ -152,8 +152,8 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
     let first_keys = tempfile::tempdir().expect("a folder for the first cluster's keys");
     let result = std::panic::catch_unwind(|| {
         // The first `up` is killed during the bootstrap, once a worker mounted /shared: the
-        // image is then usually still on its way to the master, its file there partial
-        // (issue 52). The same command again finishes the cluster, with one server and one
+        // image is then usually still on its way to the master, its file there partial.
+        // The same command again finishes the cluster, with one server and one
         // node container for each node.
         common::interrupt::at_marker(
             c.command(&["up", &c.profile]),
@@ -211,7 +211,7 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
         );
         assert!(node_json.contains("\"role\": \"worker\""), "{node_json}");
 
-        // The containers' key opens the containers' sshd, never a host's (issue 35).
+        // The containers' key opens the containers' sshd, never a host's.
         common::container_key::opens_no_host(&c, "debian", 12345, &nodes);
 
         // Up again changes no resource; autostop off, on, and the cluster stopping itself.
@@ -247,7 +247,7 @@ fn keep_the_keys(c: &TestCluster, to: &Path) {
     }
 }
 
-/// A second cluster from worker-1's bake, after the first one's `down` (issue 51's safety
+/// A second cluster from worker-1's bake, after the first one's `down` (the bake's safety
 /// proven on a cluster of another name and keys, not only by the image's search). One node
 /// (the suite's two cores) with two slots (the suite's master of more than one slot: a rank
 /// more here is seconds, under the VM test's emulation minutes): its master boots from the
@@ -302,8 +302,8 @@ fn a_second_cluster_from_the_bake_refuses_the_first_ones_keys(
             .expect("up prints the check");
         assert!(check.contains("2 rank(s) joined"), "{check}");
         assert!(check.contains(&master), "{check}");
-        // `status` shows the slots the profile gave the master, as the check used them (it
-        // showed the provider's one per GPU, else one, until stop 67).
+        // `status` shows the slots the profile gave the master, as the check used them (not
+        // the provider's one per GPU).
         let status = c.status_json();
         assert_eq!(status["nodes"][0]["slots"], 2, "the master's two slots");
 
@@ -430,8 +430,8 @@ fn a_bake_is_deleted_once_asked(c: &TestCluster, name: &str) {
 }
 
 /// `start` after the agent's stop: unshelved, the real-host servers come back as new
-/// containers with new host keys, and /shared with the file the job wrote before the stop. A first `start` is killed once its calls started them
-/// (issue 52): `check` then says which command finishes the job, not that someone may be
+/// containers with new host keys, and /shared with the file the job wrote before the stop. A first `start` is killed once its calls started them:
+/// `check` then says which command finishes the job, not that someone may be
 /// between the user and the nodes; the next `start` vouches for each node's new key against
 /// its console, read through Nova's API, says so per node and reaches a passing check. Then a
 /// key changed behind the tool's back (no server renewed by any command) stops the next
@@ -523,7 +523,7 @@ fn start_vouches_for_new_host_keys(c: &TestCluster, nodes: &[String]) {
     c.on_node("master", &["true"]);
 }
 
-/// `stop` killed once it shelved the workers, before the master (issue 52): the same command
+/// `stop` killed once it shelved the workers, before the master: the same command
 /// again stops the master alone, and every server is stopped; `down` then deletes them.
 fn stop_killed_after_the_workers_is_finished_by_stop(c: &TestCluster) {
     let said = common::interrupt::at_marker(
@@ -571,7 +571,7 @@ struct Baked {
     host_key: String,
 }
 
-/// `bake` of worker-1 in the running cluster (issue 51): its keys, files, containers and logs
+/// `bake` of worker-1 in the running cluster: its keys, files, containers and logs
 /// set aside on a tmpfs while the test cloud's compute driver snapshots it (the node container
 /// committed, its Docker volume copied: tests/cloud/dockervirt, a stand-in for a disk
 /// snapshot), then put back, its container made again by `up` and the check passed. A second
@@ -769,7 +769,7 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run(
     baked: &Baked,
 ) {
     with_autostop(c, "10m");
-    // The same `up` copies a dataset from the cloud's object store (issue 50).
+    // The same `up` copies a dataset from the cloud's object store.
     let dataset = dataset_in_the_object_store(c);
     let up = c.hvd(&["up", &c.profile]);
     assert!(up.status.success());
@@ -1151,7 +1151,7 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first
 
     // A job that outlasts the idle time keeps the cluster up. Detached: the command that
     // submitted it is gone at once, the job runs on the master without it.
-    // It also leaves a file on /shared, which must outlive the stop (issue 50).
+    // It also leaves a file on /shared, which must outlive the stop.
     let submitted = c.hvd(&[
         "run",
         &c.profile,
@@ -1223,7 +1223,7 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first
     );
 }
 
-/// The space check (issue 33): a master on `m1.tiny`, whose 1 GB root disk the test cloud's
+/// The space check: a master on `m1.tiny`, whose 1 GB root disk the test cloud's
 /// compute driver makes the node's real room for Docker (a tmpfs of that size): `up` refuses
 /// before a byte of the image is sent, in one line naming the node, the free and needed
 /// gigabytes and the profile key that gives it room; the node holds no image and no archive.

@@ -1,12 +1,12 @@
-//! The whole job on real virtual machines (issue 18): `up` with profiles/local-cloud-vms.toml
+//! The whole job on real virtual machines: `up` with profiles/local-cloud-vms.toml
 //! against the local OpenStack cloud's VM host, whose servers of `debian-12-generic` (a stock
 //! Debian 12 cloud image: nothing of ours inside) are libvirt guests under qemu TCG on Linux
 //! bridges, with routers, SNAT, floating IPs and security groups enforced in nftables.
 //!
 //! The containers run our image (`container.source = "build"`: sent from this machine to the
 //! master, which passes its copy on to the worker). With `HVD_TEST_VMS_PULL=1` they run a
-//! user's own image instead (issue 25), a run by hand, not in scripts/test for CI's time (21
-//! minutes alone in stop 52): the stand-in for the public horovod/horovod images (nothing of
+//! user's own image instead, a run by hand, not in scripts/test for CI's time (21
+//! minutes alone): the stand-in for the public horovod/horovod images (nothing of
 //! ours inside, no sshd running, no Jupyter), pulled by the master from a private registry over
 //! TLS with basic auth (tests/registry/start, Debian's docker-registry on this machine, which
 //! the guests reach through their router), by `scale`'s worker through the master's mirror,
@@ -24,7 +24,7 @@
 //! the security groups proven from outside (the master's SSH answers from 203.0.113.5, inside
 //! `allowed_cidrs`, and not from 203.0.113.6; the containers' SSH port 12345, listening, does not
 //! answer from 203.0.113.5; Jupyter's port closed on the floating IP); the GPU runtime step short
-//! of a GPU. Then `bake` of the master (issue 51): Nova's libvirt driver snapshots the running
+//! of a GPU. Then `bake` of the master: Nova's libvirt driver snapshots the running
 //! guest live, the master is set back and checked again, and the image's file is read on this
 //! machine (no file holds the cluster's keys or the master's host key). Then the worker joins with
 //! autostop on: it boots from a 12 GB Ceph volume made from that bake on a flavor with no root
@@ -108,7 +108,7 @@ fn pulls_a_users_image() -> bool {
 /// `start` of both guests after the agent's stop (the master from its snapshot, the worker's
 /// blank ephemeral disk made Docker's again and the image sent to it again): 12 to 25 minutes
 /// of emulated guests, so by hand with `HVD_TEST_VMS_START=1` (scripts/test leaves it out for
-/// CI's time: it ran green in CI at stop 48; docs/guide/testing.md). Without it `down` deletes
+/// CI's time; docs/guide/testing.md). Without it `down` deletes
 /// the stopped cluster, shelve snapshot and volumes included.
 fn starts_again() -> bool {
     std::env::var("HVD_TEST_VMS_START").is_ok_and(|v| v == "1")
@@ -446,7 +446,7 @@ impl Drop for Served {
 const THIS_MACHINE: &str = "203.0.113.1";
 
 /// The GPU runtime step on a stock Debian VM without a GPU: everything short of the GPU
-/// itself (issue 25). The stand-in repository is served on this machine's address on the
+/// itself. The stand-in repository is served on this machine's address on the
 /// cloud's external network.
 fn gpu_runtime_on_the_master(c: &TestCluster) {
     use base64::Engine;
@@ -568,7 +568,7 @@ const HOLD_RELEASE: &str = "/shared/hold-the-cluster.release";
 /// The agent's idle time in this test. Between the end of `scale` (the agent's idle time
 /// starts) and the holding job's start, only `run` reaches the master: on a slow machine of
 /// our kind under the suite's load a new SSH connection to an emulated guest took up to a
-/// minute (run 36: the holding script written after `scale` took 58 s, `run` came after the
+/// minute (the holding script written after `scale` took 58 s, `run` came after the
 /// agent's 60 s and it stopped the worker under the test's checks). Hence the script is
 /// written before `scale` and the idle time leaves `run` two minutes.
 const AUTOSTOP_IDLE: &str = "120s";
@@ -906,7 +906,7 @@ fn autostop_then_start(
 }
 
 /// What the path from the master's guest to the cloud's API looked like when the agent did not
-/// stop the cluster (run 17: every call from the master timed out for 25 minutes after the
+/// stop the cluster (once every call from the master timed out for 25 minutes after the
 /// worker's shelve, unexplained): the network agent's and the API forwarder's last lines, and
 /// from the master its routes and a TCP connect to Keystone's and Nova's forwarded ports.
 fn api_path_diagnostics(c: &TestCluster) -> String {
@@ -959,7 +959,7 @@ struct MasterBake {
     machine_id: String,
 }
 
-/// `bake` of the master after its `up` (issue 51, the VM lane): its cluster's keys, files,
+/// `bake` of the master after its `up` (in the VM lane): its cluster's keys, files,
 /// containers, /shared's export and fstab line set aside on a tmpfs while Nova's libvirt
 /// driver snapshots the running guest's root disk live into Glance, then put back, its
 /// containers made again by `up` and the check passed. The master is as it was (its host key,
@@ -970,7 +970,7 @@ struct MasterBake {
 /// included, are counted apart in a bench line, not asserted: the prepare's fstrim discards
 /// what it can (the image went from 3.6 GB to 2.2 GB), but a qcow2 disk frees whole 64 KiB
 /// clusters only, and a small freed block beside live data keeps its bytes (2 lines held a key
-/// in stop 66's run). The profile's workers then boot from it: `scale` below.
+/// in one run). The profile's workers then boot from it: `scale` below.
 fn bake_the_master(c: &TestCluster) -> MasterBake {
     let master = format!("{}-master", c.name);
     let name = format!("{}-bake", c.name);
@@ -1397,7 +1397,7 @@ fn up_on_stock_debian_vms_gives_a_working_cluster_behind_enforced_security_group
     };
     let image = registry.as_ref().map(|r| r.image(GUEST_IMAGE));
     // One guest: the profile's master (one slot) and no worker (see the module's doc).
-    // /shared's Ceph volume is kept by `down` (storage.keep): read after it (issue 50).
+    // /shared's Ceph volume is kept by `down` (storage.keep): read after it.
     let one_guest = |p: String| {
         p.replace("[workers]\ncount = 1\n", "[workers]\ncount = 0\n")
             .replace("\nvolume_gb = 2 ", "\nkeep = true\nvolume_gb = 2 ")

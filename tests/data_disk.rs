@@ -8,7 +8,7 @@
 //! as on any node without systemd), so Docker's data is files we lay out.
 //! - a stock node: the disk becomes hvd-data, /var/lib/docker and /var/tmp bound from it, the
 //!   check passes, nothing copied;
-//! - a node booted from a bake (issue 51): Docker's data on its root disk (owners, modes and
+//! - a node booted from a bake: Docker's data on its root disk (owners, modes and
 //!   links kept) is copied onto the blank disk before the bind, so Docker finds it there; the
 //!   root disk keeps its copy, and the blank disk a `start` brings gets it again;
 //! - `bake.sh prepare` on such a node is refused (exit 3, one line): a snapshot of the root disk

@@ -606,7 +606,7 @@ fn a_hostile_apt_mirror_is_refused_before_anything_happens() {
     });
 }
 
-/// `push` and `pull` (issue 49): a path on the cluster outside /shared, or one that climbs,
+/// `push` and `pull`: a path on the cluster outside /shared, or one that climbs,
 /// runs shell text or fakes the terminal, and a local path that is missing, a link to nothing
 /// or a loop of links, are refused by their own grammar (exit 2, named) before the profile,
 /// the cloud or a node is read or asked anything.

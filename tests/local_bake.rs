@@ -1,4 +1,4 @@
-//! The local provider's bake (issue 51), through the provider's own calls on this machine's
+//! The local provider's bake, through the provider's own calls on this machine's
 //! Docker: a node container committed as `hvd-cluster/bake:NAME` with the bake's properties as
 //! labels and without the login key its environment carried, its Docker data volume copied to
 //! `hvd-bake-NAME-docker`; the bake found by its key, listed, its name taken; a node made from

@@ -140,13 +140,13 @@ fn local_cluster_up_check_train_again_down() {
             assert!(done.contains(&format!("'{name}-{host}'")), "{done}");
         }
 
-        // That run was job 1: the jobs on this cluster (issue 34).
+        // That run was job 1: the jobs on this cluster.
         common::jobs::jobs_on_a_running_cluster(&c, &["master", "worker-1", "worker-2"], 3);
 
-        // A dataset's way in and the results' way out (issue 49).
+        // A dataset's way in and the results' way out.
         common::transfer::push_and_pull_on_a_running_cluster(&c, "worker-1");
 
-        // The containers' key opens the containers' sshd, never a host's (issue 35).
+        // The containers' key opens the containers' sshd, never a host's.
         let nodes: Vec<String> = ["master", "worker-1", "worker-2"]
             .iter()
             .map(|n| format!("{name}-{n}"))

@@ -1,4 +1,4 @@
-//! The master's own programs trust a cloud's private CA as this machine does (issue 50): a
+//! The master's own programs trust a cloud's private CA as this machine does: a
 //! cloud config's `cacert` bundle goes into the files `up` puts on the master, and the object
 //! store copy (templates/node/object_fetch.py) and the autostop agent verify the cloud's HTTPS
 //! against it. The cloud is the project's real local OpenStack (Keystone and Swift); its

@@ -74,7 +74,9 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
         // is built twice.
         assert!(
             said.contains(&format!("horovod: {image} up to date"))
-                && said.contains("horovod-build: hvd-cluster/horovod-build:pt1.13.1-hvd0.28.1-mpi up to date"),
+                && said.contains(
+                    "horovod-build: hvd-cluster/horovod-build:pt1.13.1-hvd0.28.1-mpi up to date"
+                ),
             "{said}"
         );
         let n = files.len();
@@ -161,7 +163,7 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
         let mut job = TutorialJob::start(&c, 4);
         job.wait_size(2, Duration::from_secs(300));
         // `scale` killed (SIGKILL) once the new worker's bootstrap has begun, then the same
-        // command again (issue 52): it finishes with the worker the first one made (no
+        // command again: it finishes with the worker the first one made (no
         // duplicate, no manual step), and only then does discovery list it.
         let scale = ["scale", c.profile.as_str(), "--workers", "3"];
         let worker3 = format!("{}-worker-3", c.name);

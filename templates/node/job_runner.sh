@@ -1,5 +1,5 @@
 #!/bin/bash
-# hvd-cluster's jobs on the master (issue 34): every `run` is a job with a number, run by this
+# hvd-cluster's jobs on the master: every `run` is a job with a number, run by this
 # script detached from the SSH session that started it (setsid), one at a time in the order
 # submitted, its output kept in a file on the master's disk (across stop/start). Called as
 #   job_runner.sh new                 a new job's number (its folder made, nothing else)

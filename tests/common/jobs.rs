@@ -1,4 +1,4 @@
-//! Jobs on a running cluster (issue 34), for the tests that have one: every `run` is a job on
+//! Jobs on a running cluster, for the tests that have one: every `run` is a job on
 //! the master that outlives the CLI, numbered, queued, followed, cancelled and on record.
 
 use std::io::{BufRead, BufReader};

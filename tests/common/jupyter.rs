@@ -98,7 +98,7 @@ pub fn terminal_exit(shown: &str) -> Option<u32> {
 /// In a terminal of the Jupyter server at `url`, the tutorial's `horovodrun` over the
 /// hostfile at our images' path runs the check job on all `ranks` slots of `c`, every rank
 /// allreducing the right sum. `--gloo`: the clusters here run Gloo, and a bare horovodrun
-/// picks Open MPI where the image's Horovod has it (the stand-ins' has, since stop 61).
+/// picks Open MPI where the image's Horovod has it (the stand-ins' has).
 pub fn horovodrun_in_terminal(c: &TestCluster, url: &str, ranks: u32) {
     let worker_ip = c.status_json()["nodes"]
         .as_array()

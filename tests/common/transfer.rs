@@ -1,4 +1,4 @@
-//! `push` and `pull` on a running cluster (issue 49), riding a cluster a test already made: a
+//! `push` and `pull` on a running cluster, riding a cluster a test already made: a
 //! tree with names people really make (spaces, a line break, Latin-1 bytes, an executable, a
 //! link pointing out of the tree, ignored files) goes to /shared and is read on a worker
 //! through NFS; a second push sends nothing, a changed file alone travels; a push killed with
@@ -158,7 +158,7 @@ pub fn push_and_pull_on_a_running_cluster(c: &TestCluster, worker: &str) {
         .spawn()
         .unwrap();
     // The kill comes once the push has read 24 MB of this machine's files (its own count in
-    // /proc): the big file (96 MB; 256 MB until stop 54, which only cost the suite time), the
+    // /proc): the big file (96 MB: a bigger one only cost the suite time), the
     // last sent, is then on its way and cannot be whole.
     let started = Instant::now();
     let io = format!("/proc/{}/io", killed.id());

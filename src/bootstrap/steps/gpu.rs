@@ -16,7 +16,7 @@ pub const NVIDIA_REPO: &str = "https://nvidia.github.io/libnvidia-container";
 
 /// The fingerprint of the primary key NVIDIA signs that repository with ("NVIDIA CORPORATION
 /// (Open Source Projects) <cudatools@nvidia.com>", rsa4096, 2017-09-28), as NVIDIA's
-/// maintainers show it (NVIDIA/libnvidia-container issues 109 and 280).
+/// maintainers show it (NVIDIA/libnvidia-container#109 and #280).
 pub const NVIDIA_KEY_FINGERPRINT: &str = "C95B321B61E88C1809C4F759DDCAE044F796ECB0";
 
 /// Where the verified key and the repository's line land on the node (the install guide's).

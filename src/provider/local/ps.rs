@@ -6,7 +6,7 @@ use serde::Deserialize;
 /// `docker ps --format` for [`PsLine`]: one JSON object per container naming only the fields
 /// read. Not `{{json .}}`: a template that touches `.Size` makes the docker CLI ask the engine
 /// for every container's disk usage (`--size` implied), seconds per node on fuse-overlayfs,
-/// which made `status` take ~15 s (issue 36).
+/// which made `status` take ~15 s.
 pub(super) const PS_FORMAT: &str = r#"{"ID":{{json .ID}},"Names":{{json .Names}},"State":{{json .State}},"Status":{{json .Status}}}"#;
 
 /// The containers in `docker ps --format PS_FORMAT` output; a line that does not parse is
