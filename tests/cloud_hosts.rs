@@ -161,8 +161,7 @@ fn up_on_the_cloud_gives_a_working_cluster_and_down_leaves_nothing() {
             &format!("{}: shared applied", nodes[1]),
             Duration::from_secs(1800),
         );
-        let up = c.hvd(&["up", &c.profile]);
-        assert!(up.status.success());
+        let up = c.hvd_ok(&["up", &c.profile]);
         keep_the_keys(&c, first_keys.path());
         one_server_each(&c, &nodes);
         assert_eq!(
@@ -771,8 +770,7 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run(
     with_autostop(c, "10m");
     // The same `up` copies a dataset from the cloud's object store.
     let dataset = dataset_in_the_object_store(c);
-    let up = c.hvd(&["up", &c.profile]);
-    assert!(up.status.success());
+    let up = c.hvd_ok(&["up", &c.profile]);
     the_dataset_came_from_the_object_store(c, &dataset, &String::from_utf8_lossy(&up.stderr));
     hostile_objects_are_refused_by_name_and_no_link_is_followed(c);
     let rt = runtime();
@@ -804,8 +802,7 @@ fn heal_replaces_a_worker_deleted_by_the_cloud_during_an_elastic_run(
         .expect("admin deletes the worker's server");
     job.wait_size(1, Duration::from_secs(180));
 
-    let heal = c.hvd(&["heal", &c.profile]);
-    assert!(heal.status.success());
+    let heal = c.hvd_ok(&["heal", &c.profile]);
     let healed = String::from_utf8_lossy(&heal.stdout);
     assert!(healed.contains(&victim), "{healed}");
     let said = String::from_utf8_lossy(&heal.stderr);
@@ -1125,8 +1122,7 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first
         "status shows the agent's word"
     );
     with_autostop(c, "off");
-    let off = c.hvd(&["up", &c.profile]);
-    assert!(off.status.success());
+    let off = c.hvd_ok(&["up", &c.profile]);
     let said = String::from_utf8_lossy(&off.stderr);
     assert!(
         said.contains("nothing to change"),
@@ -1141,8 +1137,7 @@ fn autostop_keeps_it_up_while_busy_and_stops_it_when_idle(c: &TestCluster, first
         "the agent's folder is gone"
     );
     with_autostop(c, "60s");
-    let on = c.hvd(&["up", &c.profile]);
-    assert!(on.status.success());
+    let on = c.hvd_ok(&["up", &c.profile]);
     installed(&String::from_utf8_lossy(&on.stderr), "60s");
 
     let master = MasterFiles::new(c);

@@ -117,7 +117,7 @@ fn local_cluster_up_check_train_again_down() {
         );
 
         // A short real training job with every host's rank taking part.
-        let run = c.hvd(&[
+        let run = c.hvd_ok(&[
             "run",
             profile,
             "--send",
@@ -126,7 +126,6 @@ fn local_cluster_up_check_train_again_down() {
             "python",
             "examples/train.py",
         ]);
-        assert!(run.status.success());
         let out = String::from_utf8_lossy(&run.stdout);
         let done = out
             .lines()
@@ -154,16 +153,14 @@ fn local_cluster_up_check_train_again_down() {
         common::container_key::opens_no_host(&c, "debian", 12345, &nodes);
 
         // Converged: nothing to change, no bootstrap step applied.
-        let again = c.hvd(&["up", profile]);
-        assert!(again.status.success());
+        let again = c.hvd_ok(&["up", profile]);
         let err = String::from_utf8_lossy(&again.stderr);
         assert!(
             err.contains("nothing to change") && err.contains("bootstrap: 0 step(s) changed"),
             "{err}"
         );
 
-        let check = c.hvd(&["check", profile, "--json"]);
-        assert!(check.status.success());
+        let check = c.hvd_ok(&["check", profile, "--json"]);
         let report: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
         assert_eq!(report["ranks"], 3);
 
@@ -389,8 +386,7 @@ fn stop_and_start(c: &TestCluster) {
             "{node}"
         );
     }
-    let again = c.hvd(&["stop", profile]);
-    assert!(again.status.success());
+    let again = c.hvd_ok(&["stop", profile]);
     assert!(
         String::from_utf8_lossy(&again.stdout).contains("already stopped (3 server(s))"),
         "{again:?}"

@@ -120,6 +120,24 @@ impl TestCluster {
         out
     }
 
+    /// `hvd` that must succeed: a failure panics with the command and its last lines of
+    /// stderr in the message (the suite's failure summary shows a panic's message, not the
+    /// captured output above it).
+    pub fn hvd_ok(&self, args: &[&str]) -> Output {
+        let out = self.hvd(args);
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let lines: Vec<&str> = stderr.lines().collect();
+            let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+            panic!(
+                "hvd-cluster {} exited {:?}; its last lines:\n{tail}",
+                args.join(" "),
+                out.status.code()
+            );
+        }
+        out
+    }
+
     /// A command on a node over the tool's own SSH path; its stdout.
     pub fn on_node(&self, node: &str, command: &[&str]) -> String {
         let mut args = vec!["ssh", &self.profile, node, "--"];
