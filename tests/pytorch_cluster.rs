@@ -27,12 +27,16 @@
 //!   TensorFlow elastic example runs on the cloud's real-host servers, tests/cloud_hosts.rs,
 //!   through a worker deleted by the cloud and `heal`; a cluster of its own here cost the
 //!   suite ~270-950 CPU-seconds for what this test already proves of the tool.)
+//!
+//! Then the same image under Open MPI across two servers of the local OpenStack cloud
+//! (`open_mpi_across_the_clouds_servers`; needs the cloud, which scripts/test starts).
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::bench_report::check_report;
+use common::cloud::{client, leftovers, require_cloud, runtime};
 use common::imagenet::{self, TutorialJob};
 use common::mnist::assert_mnist_ran_everywhere;
 use common::TestCluster;
@@ -40,8 +44,13 @@ use common::TestCluster;
 /// Our PyTorch image, which profiles/local-pytorch.toml names (scripts/test builds it).
 const OUR_PYTORCH_IMAGE: &str = "hvd-cluster/horovod:pt1.13.1-hvd0.28.1-mpi";
 
+/// One cluster at a time: each holds both cores for minutes (cargo runs a file's tests side
+/// by side).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // A dataset declared in the profile ([[data]], stage = true): `up` pushes it to /shared
     // and stages it on every node; the workers `scale` and `heal` add get it before they join.
     let data = tempfile::tempdir().unwrap();
@@ -261,4 +270,92 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
+}
+
+/// Open MPI across two servers of the local OpenStack cloud (its real-host servers: node
+/// containers at their Neutron addresses, tests/cloud/dockervirt) on the same image:
+/// profiles/local-cloud-hosts.toml with one worker and `collective = "mpi"`. mpirun on the
+/// master's container starts `orted` on the worker's through the worker's sshd, across the
+/// cluster's security groups; the CLI reaches the worker through the master's floating IP.
+/// `up`'s check has both ranks on the MPI controller, MNIST under `run` has every rank report
+/// its rank and host (mpirun's --display-map showing it launched them), and `down` leaves
+/// nothing in the cloud.
+#[test]
+fn open_mpi_across_the_clouds_servers() {
+    require_cloud();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let image = OUR_PYTORCH_IMAGE;
+    let c = TestCluster::new("local-cloud-hosts.toml", "ptc", |p| {
+        let workers = "[workers]\ncount = 2\n";
+        let tf = "image = \"hvd-cluster/horovod:tf2.12.1-hvd0.28.1\"\n";
+        let port = "ssh_port = 12345\n";
+        // A subnet of its own: tests/cloud_hosts.rs's clusters may be up at the same time in
+        // another lane, and the test cloud routes each subnet to one network.
+        let cidr = "cidr = \"10.61.0.0/24\"\n";
+        assert!(
+            p.contains(workers) && p.contains(tf) && p.contains(port) && p.contains(cidr),
+            "{p}"
+        );
+        p.replace(workers, "[workers]\ncount = 1\n")
+            .replace(cidr, "cidr = \"10.65.0.0/24\"\n")
+            .replace(tf, &format!("image = \"{image}\"\n"))
+            .replace(port, &format!("{port}collective = \"mpi\"\n"))
+    });
+    let started = Instant::now();
+    let result = std::panic::catch_unwind(|| {
+        let up = c.hvd_ok(&["up", &c.profile]);
+        let stdout = String::from_utf8_lossy(&up.stdout);
+        assert!(
+            stdout.contains(&format!(
+                "2 rank(s) joined on {0}-master, {0}-worker-1",
+                c.name
+            )),
+            "{stdout}"
+        );
+        assert!(stdout.contains("controller: mpi on every rank"), "{stdout}");
+        let said = String::from_utf8_lossy(&up.stderr);
+        assert!(
+            said.contains(&format!("horovod: {image} up to date")),
+            "{said}"
+        );
+        eprintln!("cloud up + check: {:.0}s", started.elapsed().as_secs_f64());
+
+        let t = Instant::now();
+        let run = c.hvd_ok(&[
+            "run",
+            &c.profile,
+            "--mpi-args",
+            "--display-map",
+            "--send",
+            "examples/pytorch_mnist.py",
+            "--",
+            "python",
+            "pytorch_mnist.py",
+            "--epochs",
+            "3",
+        ]);
+        let out = String::from_utf8_lossy(&run.stdout);
+        assert!(
+            out.contains("Data for JOB"),
+            "mpirun's --display-map: {out}"
+        );
+        assert_mnist_ran_everywhere(&c, &out, 3, 2);
+        eprintln!("cloud mnist under --mpi: {:.0}s", t.elapsed().as_secs_f64());
+    });
+    let down = c.hvd(&["down", "--yes", &c.profile]);
+    let rt = runtime();
+    let left = rt.block_on(async {
+        let os = client("local-user").await;
+        leftovers(&os, &c.name).await
+    });
+    eprintln!("whole cloud test: {:.0}s", started.elapsed().as_secs_f64());
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+    assert!(down.status.success(), "down succeeds");
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "down leaves nothing in the cloud"
+    );
 }
