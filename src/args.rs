@@ -9,7 +9,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::cluster::Target;
 use crate::cmd::{
     bake, bench, check, completions, down, heal, jobs, jupyter, plan, pull, push, run, scale,
-    schema, ssh, ssh_config, stage, start, status, stop, up, validate,
+    schema, ssh, ssh_config, stage, start, status, stop, top, up, validate,
 };
 use crate::context::Context;
 use crate::error::Error;
@@ -288,6 +288,24 @@ same command again sends only what is missing. The cluster remembers it: `scale`
         #[arg(long)]
         json: bool,
     },
+    /// Every node's CPU, memory, GPUs, network rate and free room on /shared and Docker's
+    /// disk, and the running job (its number, time, last line and images/s where it prints
+    /// them), refreshed live over the cluster's own SSH; `q` or Ctrl-C leaves
+    #[command(after_help = "Example: hvd-cluster top profiles/local.toml --once
+
+        One SSH connection per node for the whole view, nothing installed or listening on the         nodes; a node that does not answer within 5 s is shown as not answering. --once prints         one snapshot (two readings a second apart) as a table, --json as JSON.")]
+    Top {
+        file: PathBuf,
+        /// One snapshot as a table, then exit
+        #[arg(long)]
+        once: bool,
+        /// One snapshot as JSON, then exit
+        #[arg(long)]
+        json: bool,
+        /// Seconds between refreshes of the live view, 1 to 60
+        #[arg(long, value_name = "SECS", default_value_t = 2)]
+        interval: u64,
+    },
     /// A job's whole output from its first line (the latest job's without a number), kept on
     /// the master's disk after the job ends and across stop/start
     #[command(after_help = "Example: hvd-cluster logs profiles/local.toml 3 --follow
@@ -508,6 +526,7 @@ impl Command {
                 | Command::Push { .. }
                 | Command::Pull { .. }
                 | Command::Stage { .. }
+                | Command::Top { .. }
         )
     }
 
@@ -595,6 +614,12 @@ impl Command {
                 stage::stage(ctx, &file, &source, &opts).await
             }
             Command::Jobs { file, json } => jobs::list(ctx, &file, json).await,
+            Command::Top {
+                file,
+                once,
+                json,
+                interval,
+            } => top::top(ctx, &file, once, json, interval).await,
             Command::Logs { file, id, follow } => {
                 jobs::logs(ctx, &file, id.as_deref(), follow).await
             }

@@ -61,5 +61,6 @@ pub mod render;
 pub mod ssh;
 pub mod state;
 pub mod templates;
+pub mod top;
 pub mod transfer;
 pub mod wait;

@@ -319,6 +319,181 @@ fn down_says_what_goes_and_asks(c: &TestCluster) {
     assert_eq!(running(), 3, "an answer of n deletes nothing");
 }
 
+/// `top` while job `running` runs: `--once --json` has every node's row (the master first)
+/// with its CPU, memory and /shared's room, "no GPU" on nodes without `nvidia-smi` and figures
+/// on worker-1, given a stand-in `nvidia-smi` (a script printing what a real one prints for
+/// two GPUs, one of them `[N/A]`), and the job with its number and command. Then the live view
+/// in a real terminal (tmux): every node's row; worker-2 frozen (`docker pause`: its sshd
+/// stops answering) is "not answering" within a refresh while the others still show; `q`
+/// leaves with exit 0. (On the local provider a node's /proc is this machine's: CPU and memory
+/// are the host's, the same on every node.)
+fn top_shows_every_node_and_the_running_job(c: &TestCluster, running: u64) {
+    let (name, profile) = (c.name.as_str(), c.profile.as_str());
+    // no single quote: it travels inside printf '...' (whose \n are the file's lines)
+    let stand_in = r##"#!/bin/sh\n# a stand-in for nvidia-smi: what a real one prints for --query-gpu\nprintf "0, 87, 30123, 40960, NVIDIA A100-SXM4-40GB\\n1, [N/A], [N/A], 40960, NVIDIA A100-SXM4-40GB\\n"\n"##;
+    c.on_node(
+        "worker-1",
+        &[&format!(
+            "printf '{stand_in}' | sudo tee /usr/local/bin/nvidia-smi >/dev/null && sudo chmod 755 /usr/local/bin/nvidia-smi"
+        )],
+    );
+    let once = c.hvd_ok(&["top", profile, "--once", "--json"]);
+    let _ = c.on_node("worker-1", &["sudo rm -f /usr/local/bin/nvidia-smi"]);
+    let snap: serde_json::Value =
+        serde_json::from_slice(&once.stdout).expect("top --json prints JSON");
+    let nodes = snap["nodes"].as_array().expect("nodes");
+    let names: Vec<&str> = nodes.iter().filter_map(|n| n["node"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            format!("{name}-master"),
+            format!("{name}-worker-1"),
+            format!("{name}-worker-2")
+        ],
+        "{snap:#}"
+    );
+    for n in nodes {
+        assert_eq!(n["state"], "ok", "{snap:#}");
+        assert!(
+            n["cpu_percent"]
+                .as_f64()
+                .is_some_and(|c| (0.0..=100.0).contains(&c)),
+            "{n:#}"
+        );
+        assert!(
+            n["memory"]["total_kib"].as_u64().is_some_and(|m| m > 0),
+            "{n:#}"
+        );
+        assert!(n["net_receive_bytes_per_sec"].as_f64().is_some(), "{n:#}");
+        assert!(
+            n["disks"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|d| d["path"] == "/shared"
+                    && d["available_bytes"].as_u64().is_some_and(|a| a > 0))),
+            "{n:#}"
+        );
+    }
+    assert_eq!(nodes[0]["gpus"]["state"], "none", "{snap:#}");
+    assert_eq!(nodes[1]["gpus"]["state"], "listed", "{snap:#}");
+    assert_eq!(
+        nodes[1]["gpus"]["gpus"][0]["utilization_percent"], 87,
+        "{snap:#}"
+    );
+    assert_eq!(
+        nodes[1]["gpus"]["gpus"][1]["utilization_percent"],
+        serde_json::Value::Null,
+        "{snap:#}"
+    );
+    assert_eq!(snap["job"]["id"], running, "{snap:#}");
+    assert_eq!(snap["job"]["command"], "sleep 600", "{snap:#}");
+
+    // The live view in a real terminal.
+    let session = format!("top-{name}");
+    let pane = |s: &str| -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", s])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let wait_for = |what: &dyn Fn(&str) -> bool, secs: u64| -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let screen = pane(&session);
+            if what(&screen) || std::time::Instant::now() > deadline {
+                return screen;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    };
+    let exit_file = c.state.join("top-exit");
+    let command = format!(
+        "HVD_CLUSTER_STATE_DIR={} {} top {} --interval 1; echo $? > {}; sleep 30",
+        c.state.display(),
+        env!("CARGO_BIN_EXE_hvd-cluster"),
+        profile,
+        exit_file.display()
+    );
+    let started = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "200",
+            "-y",
+            "20",
+            &command,
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("tmux new-session");
+    assert!(started.success());
+    let result = std::panic::catch_unwind(|| {
+        let rows = |s: &str| {
+            [
+                format!("{name}-master "),
+                format!("{name}-worker-1 "),
+                format!("{name}-worker-2 "),
+            ]
+            .iter()
+            .all(|n| {
+                s.lines()
+                    .any(|l| l.starts_with(n.as_str()) && l.contains('%'))
+            })
+        };
+        let screen = wait_for(&rows, 60);
+        assert!(
+            rows(&screen) && screen.contains(&format!("job {running}: running")),
+            "{screen}"
+        );
+        let worker2 = format!("{name}-worker-2");
+        assert!(Command::new("docker")
+            .args(["pause", &worker2])
+            .status()
+            .expect("docker pause")
+            .success());
+        let silent = |s: &str| {
+            s.lines()
+                .any(|l| l.starts_with(&worker2) && l.contains("not answering"))
+                && s.lines()
+                    .any(|l| l.starts_with(&format!("{name}-master ")) && l.contains('%'))
+        };
+        let screen = wait_for(&silent, 30);
+        let _ = Command::new("docker").args(["unpause", &worker2]).status();
+        assert!(
+            silent(&screen),
+            "worker-2 frozen, the view goes on: {screen}"
+        );
+        let _ = Command::new("tmux")
+            .args(["send-keys", "-t", &session, "q"])
+            .status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !exit_file.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        assert_eq!(
+            std::fs::read_to_string(&exit_file)
+                .map(|s| s.trim().to_string())
+                .ok()
+                .as_deref(),
+            Some("0"),
+            "q leaves top with exit 0: {}",
+            pane(&session)
+        );
+    });
+    let _ = Command::new("docker")
+        .args(["unpause", &format!("{name}-worker-2")])
+        .output();
+    let _ = Command::new("tmux")
+        .args(["kill-session", "-t", &session])
+        .status();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
 /// `stop` stops every node container (and says so); a second `stop` finds it stopped;
 /// `status` says stopped; `start` brings the same cluster back to a passing check with what
 /// /shared held before.
@@ -340,6 +515,7 @@ fn stop_and_start(c: &TestCluster) {
         .trim()
         .parse()
         .expect("the job's number");
+    top_shows_every_node_and_the_running_job(c, running);
     let line = common::one_error_line(&c.hvd(&["stop", profile]), 1);
     assert!(
         line.contains(&format!(
