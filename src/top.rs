@@ -484,6 +484,9 @@ pub struct Snapshot {
     pub cluster: String,
     pub nodes: Vec<NodeRow>,
     pub job: Option<RunningJob>,
+    /// The wall time of this reading of every node, side by side (connections already open
+    /// after the first): how stale the rows are, and what one refresh costs at this size.
+    pub read_secs: f64,
 }
 
 fn bytes(n: f64) -> String {

@@ -39,6 +39,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "render",
             "mpi",
             "jobs",
+            "top",
+            "tensorboard",
         ],
     ),
     ("providers", &["provider"]),

@@ -87,8 +87,18 @@ impl Watched {
         let Some(ssh) = &self.ssh else {
             return Err("no SSH".into());
         };
-        let script = top::probe_script(self.node.role == Role::Master);
-        let out = tokio::time::timeout(NODE_TIMEOUT, ssh.sudo(&script))
+        // Root only on the master, for the job runner's folder; a worker's figures are
+        // readable by the SSH user, and a sudo a second would fill its auth log.
+        let master = self.node.role == Role::Master;
+        let script = top::probe_script(master);
+        let reply = async {
+            if master {
+                ssh.sudo(&script).await
+            } else {
+                ssh.run(&script).await
+            }
+        };
+        let out = tokio::time::timeout(NODE_TIMEOUT, reply)
             .await
             .map_err(|_| format!("no reply within {}s", NODE_TIMEOUT.as_secs()))?
             .map_err(|e| ssh::why_no_ssh(&ssh::error_chain(&e)))?;
@@ -98,7 +108,9 @@ impl Watched {
 
 /// Every node's reading at once; the rows in the cluster's order (master first).
 async fn refresh_all(watched: &mut [Watched], config: &Path, cluster: &str) -> Snapshot {
+    let started = std::time::Instant::now();
     let results = join_all(watched.iter_mut().map(|w| w.refresh(config))).await;
+    let read_secs = started.elapsed().as_secs_f64();
     let mut job = None;
     let mut nodes = Vec::new();
     for (row, j) in results {
@@ -109,6 +121,7 @@ async fn refresh_all(watched: &mut [Watched], config: &Path, cluster: &str) -> S
         cluster: cluster.to_string(),
         nodes,
         job,
+        read_secs,
     }
 }
 
@@ -296,8 +309,9 @@ impl Screen {
     fn draw(&self, snapshot: &Snapshot, interval: u64) {
         let now = chrono::Local::now().format("%H:%M:%S");
         let head = format!(
-            "hvd-cluster top: {}  {now}  every {interval}s{}\n\n",
+            "hvd-cluster top: {}  {now}  every {interval}s (read in {:.2}s){}\n\n",
             input::shown(&snapshot.cluster),
+            snapshot.read_secs,
             if self.saved.is_some() {
                 ", q to quit"
             } else {

@@ -242,6 +242,7 @@ fn the_table_shows_every_node_a_silent_one_and_the_job() {
             silent_row("c-worker-1", "worker", "connection refused\n\u{1b}[2J"),
         ],
         job: now.job.clone(),
+        read_secs: 0.25,
     };
     let text = table(&snapshot);
     let lines: Vec<&str> = text.lines().collect();
