@@ -3,7 +3,9 @@
     hvd-cluster run profiles/local.toml --send examples/train.py -- python train.py
 
 Every rank trains the same small model on its own shard; gradients are averaged with
-allreduce each step. Rank 0 prints the hosts that took part and the final loss.
+allreduce each step. Rank 0 prints the hosts that took part and the final loss, and writes
+each step's loss for TensorBoard into the job's log folder (HVD_CLUSTER_LOG_DIR, which
+`hvd-cluster run` sets; `hvd-cluster tensorboard` serves it).
 """
 import os
 import socket
@@ -24,9 +26,29 @@ y = x @ true_w + 0.01 * rng.normal(size=(64 * steps, 1)).astype(np.float32)
 model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu", input_shape=(8,)), tf.keras.layers.Dense(1)])
 opt = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01 * hvd.size()))
 model.compile(optimizer=opt, loss="mse")
+
+
+class LossForTensorBoard(tf.keras.callbacks.Callback):
+    """Each step's loss as a TensorBoard scalar (rank 0 only: one run per job)."""
+
+    def __init__(self, log_dir):
+        super().__init__()
+        self.writer = tf.summary.create_file_writer(log_dir)
+
+    def on_train_batch_end(self, batch, logs=None):
+        with self.writer.as_default():
+            tf.summary.scalar("loss", (logs or {}).get("loss", 0.0), step=batch)
+
+    def on_train_end(self, logs=None):
+        self.writer.flush()
+
+
+callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]
+log_dir = os.environ.get("HVD_CLUSTER_LOG_DIR")
+if hvd.rank() == 0 and log_dir:
+    callbacks.append(LossForTensorBoard(log_dir))
 history = model.fit(
-    x, y, batch_size=64, epochs=1, steps_per_epoch=steps, verbose=0,
-    callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)],
+    x, y, batch_size=64, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=callbacks,
 )
 loss = float(history.history["loss"][-1])
 hosts = hvd_tf.allgather_object(socket.gethostname(), name="hosts")

@@ -9,7 +9,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::cluster::Target;
 use crate::cmd::{
     bake, bench, check, completions, down, heal, jobs, jupyter, plan, pull, push, run, scale,
-    schema, ssh, ssh_config, stage, start, status, stop, top, up, validate,
+    schema, ssh, ssh_config, stage, start, status, stop, tensorboard, top, up, validate,
 };
 use crate::context::Context;
 use crate::error::Error;
@@ -209,6 +209,10 @@ pub enum Command {
         /// command (`logs --follow` follows it, `cancel` ends it)
         #[arg(long, short = 'd')]
         detach: bool,
+        /// Record Horovod's timeline (HOROVOD_TIMELINE) into the job's folder on /shared,
+        /// /shared/jobs/N/timeline.json; `pull` brings it back, Perfetto opens it
+        #[arg(long)]
+        timeline: bool,
         /// The command each rank runs
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -380,6 +384,16 @@ same command again sends only what is missing. The cluster remembers it: `scale`
     SshConfig { file: PathBuf },
     /// Print a 127.0.0.1 Jupyter URL, keeping an SSH tunnel open when one is needed
     Jupyter { file: PathBuf },
+    /// Serve TensorBoard from the master's container over a folder of /shared, through an SSH
+    /// tunnel on 127.0.0.1, until Ctrl-C (then it is stopped on the master)
+    #[command(
+        after_help = "Every job's HVD_CLUSTER_LOG_DIR is /shared/logs/N (N its number), so the default folder         shows each job as a run. The image needs TensorBoard for its Python (our TensorFlow image has it)."
+    )]
+    Tensorboard {
+        file: PathBuf,
+        /// The folder to serve: a path below /shared [default: /shared/logs]
+        logdir: Option<String>,
+    },
     /// Show what exists and in which state, found by the cluster's tag
     Status {
         #[command(flatten)]
@@ -527,6 +541,7 @@ impl Command {
                 | Command::Pull { .. }
                 | Command::Stage { .. }
                 | Command::Top { .. }
+                | Command::Tensorboard { .. }
         )
     }
 
@@ -575,6 +590,7 @@ impl Command {
                 send,
                 mpi_args,
                 detach,
+                timeline,
                 command,
             } => {
                 run::run(
@@ -584,6 +600,7 @@ impl Command {
                     &send,
                     mpi_args.as_deref(),
                     detach,
+                    timeline,
                     &command,
                 )
                 .await
@@ -651,6 +668,9 @@ impl Command {
             } => ssh::ssh(ctx, &file, node.as_deref(), &command).await,
             Command::SshConfig { file } => ssh_config::ssh_config(ctx, &file).await,
             Command::Jupyter { file } => jupyter::jupyter(ctx, &file).await,
+            Command::Tensorboard { file, logdir } => {
+                tensorboard::tensorboard(ctx, &file, logdir.as_deref()).await
+            }
             Command::Status { target, json, live } => {
                 status::status(ctx, target.into(), json, live).await
             }

@@ -433,7 +433,8 @@ impl Opened {
     }
 }
 
-fn free_port() -> Result<u16, Error> {
+/// A port free on this machine's loopback now, for a tunnel's local end.
+pub fn free_port() -> Result<u16, Error> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(|e| Error::Runtime(format!("no free local port: {e}")))?;
     listener

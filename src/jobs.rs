@@ -229,9 +229,16 @@ pub fn parse_list(out: &str) -> Result<Vec<Job>, String> {
 /// The script (run as root on the master, after the runner is written there) that submits a
 /// job: a new number, its words (horovodrun's `argv` NUL-separated, the user's `command` as
 /// JSON, both in base64: no word reaches a shell), its slots; then the runner started in a
-/// session of its own, so that it outlives this SSH connection. Prints the runner's `list`
-/// of the jobs before it, then `id=N` (read by [`parse_submitted`]). Pure.
-pub fn submit_script(argv: &[String], command: &[String], slots: u32, elastic: bool) -> String {
+/// session of its own, so that it outlives this SSH connection. With `timeline`, the runner
+/// records Horovod's timeline into the job's folder on /shared ([`timeline_path`]). Prints the
+/// runner's `list` of the jobs before it, then `id=N` (read by [`parse_submitted`]). Pure.
+pub fn submit_script(
+    argv: &[String],
+    command: &[String],
+    slots: u32,
+    elastic: bool,
+    timeline: bool,
+) -> String {
     let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
     let mut nul_separated = Vec::new();
     for word in argv {
@@ -249,6 +256,7 @@ pub fn submit_script(argv: &[String], command: &[String], slots: u32, elastic: b
          printf '%s' {command} | base64 -d > \"$d/command.json\"\n\
          echo {slots} > \"$d/slots\"\n\
          echo {elastic} > \"$d/elastic\"\n\
+         {timeline}\
          date +%s > \"$d/submitted\"\n\
          echo queued > \"$d/state\"\n\
          setsid -f bash \"$runner\" run \"$id\" < /dev/null > /dev/null 2>&1\n\
@@ -259,8 +267,34 @@ pub fn submit_script(argv: &[String], command: &[String], slots: u32, elastic: b
         argv = shell_quote(&b64(&nul_separated)),
         command = shell_quote(&b64(command_json.as_bytes())),
         elastic = u8::from(elastic),
+        timeline = if timeline {
+            ": > \"$d/timeline\"\n"
+        } else {
+            ""
+        },
     )
 }
+
+/// A job's folder on /shared, which every rank sees as `HVD_CLUSTER_JOB_DIR`: what the job
+/// keeps there (its timeline, checkpoints) outlives the master's disk and comes back with
+/// `pull`.
+pub fn shared_dir(id: JobId) -> String {
+    format!("/shared/jobs/{id}")
+}
+
+/// Where `run --timeline` has Horovod write the job's timeline (rank 0 writes it).
+pub fn timeline_path(id: JobId) -> String {
+    format!("{}/timeline.json", shared_dir(id))
+}
+
+/// The job's TensorBoard folder (`HVD_CLUSTER_LOG_DIR`): a run of its own below the folder
+/// `hvd-cluster tensorboard` serves by default.
+pub fn log_dir(id: JobId) -> String {
+    format!("{LOGS_ROOT}/{id}")
+}
+
+/// The folder `hvd-cluster tensorboard` serves without one named: every job's log folder.
+pub const LOGS_ROOT: &str = "/shared/logs";
 
 /// What a submission printed: the jobs before it, and its number (`id=N`, last), each by its
 /// grammar.

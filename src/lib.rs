@@ -61,6 +61,7 @@ pub mod render;
 pub mod ssh;
 pub mod state;
 pub mod templates;
+pub mod tensorboard;
 pub mod top;
 pub mod transfer;
 pub mod wait;

@@ -2,7 +2,8 @@
 //! images (cached), creates a master and 2 workers as containers, bootstraps them over SSH,
 //! and passes the acceptance check (containers, /shared over NFS, Jupyter's title, an
 //! allreduce where every rank reports its host); a real training job runs on all 3 hosts, sent
-//! as a folder; a tree goes to /shared and back with `push` and `pull` (one SIGKILLed);
+//! as a folder, Horovod's timeline recorded and brought back, its loss served by `tensorboard`
+//! through the tunnel; a tree goes to /shared and back with `push` and `pull` (one SIGKILLed);
 //! `up` again changes nothing; `stop` and `start` bring the same cluster back with /shared
 //! as it was; a master host key changed behind the tool's back stops the next command with one
 //! line; `bench` reports and stops on Ctrl-C (tests/common/bench_report.rs); `down` leaves no
@@ -116,16 +117,23 @@ fn local_cluster_up_check_train_again_down() {
             "a wrong token is refused"
         );
 
-        // A short real training job with every host's rank taking part.
+        // A short real training job with every host's rank taking part, Horovod's timeline
+        // recorded.
         let run = c.hvd_ok(&[
             "run",
             profile,
+            "--timeline",
             "--send",
             "examples",
             "--",
             "python",
             "examples/train.py",
         ]);
+        let said = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            said.contains("job 1: Horovod's timeline goes to /shared/jobs/1/timeline.json"),
+            "{said}"
+        );
         let out = String::from_utf8_lossy(&run.stdout);
         let done = out
             .lines()
@@ -138,6 +146,9 @@ fn local_cluster_up_check_train_again_down() {
         for host in ["master", "worker-1", "worker-2"] {
             assert!(done.contains(&format!("'{name}-{host}'")), "{done}");
         }
+
+        timeline_of_a_three_rank_job(&c);
+        tensorboard_serves_the_jobs_logs(&c);
 
         // That run was job 1: the jobs on this cluster.
         common::jobs::jobs_on_a_running_cluster(&c, &["master", "worker-1", "worker-2"], 3);
@@ -269,6 +280,109 @@ fn local_cluster_up_check_train_again_down() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
+}
+
+/// Job 1's timeline (`run --timeline`, three ranks): written by rank 0 into the job's folder
+/// on /shared and brought back by `pull`, in Chrome's trace format (a JSON array of events),
+/// with allreduce negotiations that every rank took part in.
+fn timeline_of_a_three_rank_job(c: &TestCluster) {
+    let here = tempfile::tempdir().unwrap();
+    let local = here.path().join("timeline.json");
+    c.hvd_ok(&[
+        "pull",
+        &c.profile,
+        "/shared/jobs/1/timeline.json",
+        local.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&local).expect("the timeline came back");
+    let events = common::timeline::events(&text);
+    common::timeline::assert_every_rank_negotiated(&events, 3);
+}
+
+/// `tensorboard` over /shared/logs while the cluster runs: job 1 (examples/train.py, rank 0
+/// logging each step's loss into HVD_CLUSTER_LOG_DIR) is a run with a `loss` scalar, read
+/// through the printed URL with TensorBoard's own data API; Ctrl-C ends the command with exit
+/// 0 and TensorBoard on the master.
+fn tensorboard_serves_the_jobs_logs(c: &TestCluster) {
+    use std::io::BufRead;
+    let mut child = c
+        .command(&["tensorboard", &c.profile])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("hvd-cluster tensorboard");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let url = rx
+        .recv_timeout(std::time::Duration::from_secs(300))
+        .ok()
+        .and_then(|l| l.strip_prefix("TensorBoard: ").map(str::to_string));
+    let result = std::panic::catch_unwind(|| {
+        let url = url.expect("a `TensorBoard: URL` line within 300 s");
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        let (status, runs) = common::http_get(&format!("{url}data/runs"));
+        assert!(status.contains(" 200"), "{status}");
+        let runs: Vec<String> = serde_json::from_str(&runs).expect("the runs as JSON");
+        assert!(runs.iter().any(|r| r == "1"), "job 1 is a run: {runs:?}");
+        // TensorBoard reads the folder in the background: the scalars may take a reload.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        loop {
+            let (_, tags) = common::http_get(&format!("{url}data/plugin/scalars/tags"));
+            let tags: serde_json::Value = serde_json::from_str(&tags).unwrap_or_default();
+            if tags["1"]["loss"].is_object() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no `loss` scalar in job 1's run: {tags}"
+            );
+            std::thread::sleep(std::time::Duration::from_secs(3));
+        }
+        let (_, points) =
+            common::http_get(&format!("{url}data/plugin/scalars/scalars?run=1&tag=loss"));
+        let points: Vec<serde_json::Value> = serde_json::from_str(&points).expect("the points");
+        assert_eq!(
+            points.len(),
+            30,
+            "a point per step (TRAIN_STEPS): {points:?}"
+        );
+    });
+    let pid = child.id().to_string();
+    let _ = Command::new("kill").args(["-INT", &pid]).status();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "Ctrl-C ends `tensorboard` with 0 within 30 s"
+    );
+    let left = c.on_node(
+        "master",
+        &[
+            "sudo sh -c 'grep -l HVD_CLUSTER_TENSORBOARD= /proc/[0-9]*/environ 2>/dev/null | wc -l'",
+        ],
+    );
+    assert_eq!(left.trim(), "0", "TensorBoard stopped on the master");
 }
 
 /// `down` first says what goes (the servers by name, the network pieces, what /shared holds

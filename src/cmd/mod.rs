@@ -27,6 +27,7 @@ pub mod stage;
 pub mod start;
 pub mod status;
 pub mod stop;
+pub mod tensorboard;
 pub mod top;
 pub mod up;
 pub mod validate;

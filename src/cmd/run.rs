@@ -2,7 +2,8 @@
 //! job runner detached from this process ([`crate::jobs`]): closing the laptop, a lost
 //! connection or Ctrl-C stops following it, not the job. Without `--detach` the job's output
 //! is followed from its first line and `run` ends with its exit status. `--send` copies files
-//! and folders into /shared first, as `push` does.
+//! and folders into /shared first, as `push` does; `--timeline` has Horovod record its
+//! timeline into the job's folder on /shared.
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +24,7 @@ pub async fn run(
     send: &[PathBuf],
     mpi_args: Option<&str>,
     detach: bool,
+    timeline: bool,
     command: &[String],
 ) -> Result<u8, Error> {
     // Ctrl-C is this command's own: before the job is submitted it submits nothing; once it
@@ -89,7 +91,9 @@ pub async fn run(
     // One call: the jobs on record before this one, then the new job's number.
     let out = master
         .ssh
-        .sudo(&jobs::submit_script(&argv, command, slots, elastic))
+        .sudo(&jobs::submit_script(
+            &argv, command, slots, elastic, timeline,
+        ))
         .await
         .map_err(BootstrapError::from)?;
     let (ahead, id) = jobs::parse_submitted(&out).map_err(|e| {
@@ -107,6 +111,12 @@ pub async fn run(
         None => format!("job {id}: started"),
     });
     let shown = input::shown(&file.to_string_lossy());
+    if timeline {
+        let path = jobs::timeline_path(id);
+        ctx.progress.line(format!(
+            "job {id}: Horovod's timeline goes to {path}; `hvd-cluster pull {shown} {path}` brings it back (open it in Perfetto or chrome://tracing)"
+        ));
+    }
     if detach {
         println!("{id}");
         ctx.progress.line(format!(

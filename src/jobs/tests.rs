@@ -149,7 +149,8 @@ fn a_submission_carries_every_word_exactly_and_no_word_reaches_a_shell() {
         .map(|s| s.to_string())
         .chain(hostile.iter().cloned())
         .collect();
-    let script = submit_script(&argv, &hostile, 3, false);
+    let script = submit_script(&argv, &hostile, 3, false, false);
+    assert!(!script.contains("timeline"), "{script}");
     for word in [
         "import sys; print(sys.argv)",
         "it's",
@@ -404,4 +405,19 @@ fn a_claim_on_the_slots_and_the_runner_keep_out_of_each_others_way() {
     }
     let _ = runner2.kill();
     let _ = runner2.wait();
+}
+
+/// `run --timeline` marks the job before its runner starts (the runner reads the mark when
+/// the job's turn comes); the job's folders on /shared are named by its number alone.
+#[test]
+fn a_timeline_is_marked_before_the_runner_starts() {
+    let argv = vec!["horovodrun".to_string()];
+    let script = submit_script(&argv, &[], 2, false, true);
+    let mark = script.find(": > \"$d/timeline\"").expect("the mark");
+    let runner = script.find("setsid -f bash").expect("the runner");
+    assert!(mark < runner, "{script}");
+    let id = JobId::parse("12").unwrap();
+    assert_eq!(shared_dir(id), "/shared/jobs/12");
+    assert_eq!(timeline_path(id), "/shared/jobs/12/timeline.json");
+    assert_eq!(log_dir(id), "/shared/logs/12");
 }

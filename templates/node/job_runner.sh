@@ -10,13 +10,15 @@
 #   job_runner.sh interrupt ID        marks the job interrupted (`stop --force`); prints the same
 #   job_runner.sh kill ID             (on every node) ends every process of the job
 # A job's folder: argv (horovodrun's words, NUL-separated), command.json (the user's words,
-# for display), slots, elastic, submitted, then as it goes state (queued, running, succeeded,
+# for display), slots, elastic, submitted, timeline (a mark: Horovod's timeline is recorded), then as it goes state (queued, running, succeeded,
 # failed, cancelled, interrupted), runner.pid, boot, started, ended, exit, cancelled and
 # interrupted (marks), log; once it ended, record: its `list` line, also appended to the
 # jobs' file `ended`, so that a list of a thousand ended jobs reads one file.
 # Every ID reaching here passed hvd-cluster's grammar (digits); checked again.
 set -u
 JOBS=/var/lib/hvd-cluster/jobs
+SHARED_JOBS=/shared/jobs
+SHARED_LOGS=/shared/logs
 BOOT=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)
 
 die() { echo "job_runner: $*" >&2; exit 2; }
@@ -123,8 +125,14 @@ run_job() {
   local argv=()
   mapfile -d '' -t argv < "$d/argv"
   # The job's number in every rank's environment (horovodrun passes its environment on to
-  # every rank, local or remote): `kill` finds them by it on every node.
-  docker exec -e "HVD_CLUSTER_JOB=$id" -w /shared hvd "${argv[@]}" >> "$d/log" 2>&1 < /dev/null
+  # every rank, local or remote): `kill` finds them by it on every node. Its folders on
+  # /shared, seen by every node: one for what it keeps (Horovod's timeline, checkpoints), one
+  # for its TensorBoard logs (`hvd-cluster tensorboard` serves /shared/logs, a run per job).
+  local shared_dir=$SHARED_JOBS/$id log_dir=$SHARED_LOGS/$id
+  mkdir -p "$shared_dir" "$log_dir" 2>> "$d/log" || echo "job_runner: no folder $shared_dir or $log_dir on /shared" >> "$d/log"
+  local env=(-e "HVD_CLUSTER_JOB=$id" -e "HVD_CLUSTER_JOB_DIR=$shared_dir" -e "HVD_CLUSTER_LOG_DIR=$log_dir")
+  [ -e "$d/timeline" ] && env+=(-e "HOROVOD_TIMELINE=$shared_dir/timeline.json")
+  docker exec "${env[@]}" -w /shared hvd "${argv[@]}" >> "$d/log" 2>&1 < /dev/null
   rc=$?
   put "$d/exit" "$rc"
   put "$d/ended" "$(now)"
@@ -172,9 +180,11 @@ id=${2:-}
 case $cmd in
   new)
     mkdir -p "$JOBS" && chmod 700 "$JOBS"
-    last=$(ls "$JOBS" | grep -E '^[1-9][0-9]*$' | sort -n | tail -n 1)
+    # After every number on record here and on /shared: a /shared kept from an earlier
+    # cluster keeps its jobs' folders, and a new job never writes into an old one's.
+    last=$( { ls "$JOBS"; ls "$SHARED_JOBS" "$SHARED_LOGS" 2>/dev/null; } | grep -E '^[1-9][0-9]{0,8}$' | sort -n | tail -n 1)
     n=$(( ${last:-0} + 1 ))
-    until mkdir "$JOBS/$n" 2>/dev/null; do n=$((n + 1)); done
+    until [ ! -e "$SHARED_JOBS/$n" ] && mkdir "$JOBS/$n" 2>/dev/null; do n=$((n + 1)); done
     echo "$n"
     ;;
   run)

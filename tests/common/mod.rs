@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod jupyter;
 pub mod mnist;
 pub mod registry;
+pub mod timeline;
 pub mod transfer;
 
 use std::io::{BufRead, BufReader};
