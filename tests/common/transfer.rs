@@ -292,7 +292,7 @@ pub fn push_and_pull_on_a_running_cluster(c: &TestCluster, worker: &str) {
     assert_eq!(sums(worker, "/staged"), sums("master", "/shared"));
 
     // Text compresses: it travels through zstd both ways, and comes back the same.
-    let logs = t.path().join("logs");
+    let logs = t.path().join("train-logs");
     std::fs::create_dir_all(&logs).unwrap();
     for i in 0..8 {
         let text: String = (0..20_000)
@@ -303,7 +303,12 @@ pub fn push_and_pull_on_a_running_cluster(c: &TestCluster, worker: &str) {
     let up = summary(&c.hvd(&["push", profile, logs.to_str().unwrap()]));
     assert!(up.contains(", zstd)"), "{up}");
     let logs_back = t.path().join("logs-back");
-    let down = summary(&c.hvd(&["pull", profile, "/shared/logs", logs_back.to_str().unwrap()]));
+    let down = summary(&c.hvd(&[
+        "pull",
+        profile,
+        "/shared/train-logs",
+        logs_back.to_str().unwrap(),
+    ]));
     assert!(down.contains(", zstd)"), "{down}");
     assert_eq!(snapshot(&logs_back), snapshot(&logs));
 
@@ -321,7 +326,13 @@ pub fn push_and_pull_on_a_running_cluster(c: &TestCluster, worker: &str) {
     );
     let _ = c.on_node(
         "master",
-        &["sudo", "rm", "-rf", "'/shared/data set'", "/shared/logs"],
+        &[
+            "sudo",
+            "rm",
+            "-rf",
+            "'/shared/data set'",
+            "/shared/train-logs",
+        ],
     );
     for node in ["master", worker] {
         let _ = c.on_node(
