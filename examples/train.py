@@ -29,18 +29,23 @@ model.compile(optimizer=opt, loss="mse")
 
 
 class LossForTensorBoard(tf.keras.callbacks.Callback):
-    """Each step's loss as a TensorBoard scalar (rank 0 only: one run per job)."""
+    """Each step's loss as a TensorBoard scalar (rank 0 only: one run per job), written when
+    training ends so that no step waits for the file."""
 
     def __init__(self, log_dir):
         super().__init__()
-        self.writer = tf.summary.create_file_writer(log_dir)
+        self.log_dir = log_dir
+        self.losses = []
 
     def on_train_batch_end(self, batch, logs=None):
-        with self.writer.as_default():
-            tf.summary.scalar("loss", (logs or {}).get("loss", 0.0), step=batch)
+        self.losses.append(float((logs or {}).get("loss", 0.0)))
 
     def on_train_end(self, logs=None):
-        self.writer.flush()
+        writer = tf.summary.create_file_writer(self.log_dir)
+        with writer.as_default():
+            for step, loss in enumerate(self.losses):
+                tf.summary.scalar("loss", loss, step=step)
+        writer.flush()
 
 
 callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0)]

@@ -606,12 +606,12 @@ fn a_hostile_apt_mirror_is_refused_before_anything_happens() {
     });
 }
 
-/// `push` and `pull`: a path on the cluster outside /shared, or one that climbs,
-/// runs shell text or fakes the terminal, and a local path that is missing, a link to nothing
+/// `push`, `pull`, `stage` and `tensorboard`: a path on the cluster outside /shared, or one
+/// that climbs, runs shell text or fakes the terminal, and a local path that is missing, a link to nothing
 /// or a loop of links, are refused by their own grammar (exit 2, named) before the profile,
 /// the cloud or a node is read or asked anything.
 #[test]
-fn push_pull_and_stage_refuse_hostile_paths_before_anything_happens() {
+fn push_pull_stage_and_tensorboard_refuse_hostile_paths_before_anything_happens() {
     let sandbox = Sandbox::new();
     let canary = sandbox.canary.display().to_string();
     let profile = sandbox.profile(0, BASE);
@@ -645,6 +645,12 @@ fn push_pull_and_stage_refuse_hostile_paths_before_anything_happens() {
         sandbox.assert_untouched(&before, &case);
         let case = format!("stage of {:?}", remote.chars().take(40).collect::<String>());
         assert_refused(&sandbox.run(&["stage", profile, remote]), &case, "`");
+        sandbox.assert_untouched(&before, &case);
+        let case = format!(
+            "tensorboard over {:?}",
+            remote.chars().take(40).collect::<String>()
+        );
+        assert_refused(&sandbox.run(&["tensorboard", profile, remote]), &case, "`");
         sandbox.assert_untouched(&before, &case);
     }
     for (local, says) in [

@@ -379,7 +379,8 @@ fn tensorboard_serves_the_jobs_logs(c: &TestCluster) {
     let left = c.on_node(
         "master",
         &[
-            "sudo sh -c 'grep -l HVD_CLUSTER_TENSORBOARD= /proc/[0-9]*/environ 2>/dev/null | wc -l'",
+            // a whole NUL-separated variable: sudo's own SUDO_COMMAND carries this text
+            "sudo sh -c 'grep -lzx \"HVD_CLUSTER_TENSORBOARD=[0-9]*\" /proc/[0-9]*/environ 2>/dev/null | wc -l'",
         ],
     );
     assert_eq!(left.trim(), "0", "TensorBoard stopped on the master");
