@@ -1,8 +1,8 @@
 //! What `top` costs: the wall time of one refresh of every node (the reading `top --json`
 //! reports as `read_secs`: every node read side by side over connections already open), at
 //! two sizes of one cluster, so that the cost of one more node is measured and the time at 64
-//! nodes is computed from it; and the CPU one refresh costs a node (its probe script run 50
-//! times on the node, as `top` runs it: through sudo on the master, as the SSH user on a
+//! nodes is computed from it; and the CPU one refresh costs a node (its probe script, 50
+//! times over on the node, as `top` runs it: through sudo on the master, as the SSH user on a
 //! worker), as a share of one core at one refresh a second. Local provider (images built),
 //! profiles/local.toml with `HVD_BENCH_WORKERS` workers (default 6), then `scale` to 1.
 //! Prints
