@@ -7,12 +7,13 @@
 //! profiles/local.toml with `HVD_BENCH_WORKERS` workers (default 6), then `scale` to 1.
 //! Prints
 //!
-//!   top provider=local nodes=N read=S nodes=2 read=S per_node=S at64=S ratio=R
+//!   top provider=local nodes=N read=S nodes=2 read=S per_node=S at64=S ratio=R ssh_held=K
 //!   top probe node=master cpu_ms=MS load_at_1hz=P%
 //!   top probe node=worker cpu_ms=MS load_at_1hz=P%
 //!
-//! (`ratio`: the read at N nodes over the read at 2, the baseline of the same run) and
-//! asserts nothing about time. On the local provider every node's probe runs on this
+//! (`ratio`: the read at N nodes over the read at 2, the baseline of the same run;
+//! `ssh_held`: the SSH connections the live view holds open at N nodes) and asserts nothing
+//! about time. On the local provider every node's probe runs on this
 //! machine's two cores, so the cost per node here is an upper bound: on a cloud each node runs
 //! its own probe and only this machine's side grows with the nodes.
 //!
@@ -63,6 +64,29 @@ fn probe_cpu(c: &Cluster, p: &str, node: &str, master: bool) -> f64 {
     (fields[0] + fields[1]) / 50.0
 }
 
+/// The SSH connections the live view holds open after a few refreshes (its control
+/// masters, found by the cluster's folder in their command line), then Ctrl-C.
+fn sessions_held(c: &Cluster, p: &str) -> usize {
+    let mut view = std::process::Command::new(env!("CARGO_BIN_EXE_hvd-cluster"))
+        .args(["top", p, "--interval", "1"])
+        .env("HVD_CLUSTER_STATE_DIR", &c.state)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("top");
+    std::thread::sleep(std::time::Duration::from_secs(8));
+    let out = std::process::Command::new("pgrep")
+        .args(["-f", &format!("ssh .*-M .*{}", c.state.display())])
+        .output()
+        .expect("pgrep");
+    let held = String::from_utf8_lossy(&out.stdout).lines().count();
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &view.id().to_string()])
+        .status();
+    let _ = view.wait();
+    held
+}
+
 fn main() {
     let workers: usize = std::env::var("HVD_BENCH_WORKERS")
         .ok()
@@ -89,13 +113,14 @@ fn main() {
     let worker_cpu = probe_cpu(&c, &p, "worker-1", false);
     let (read_n, n) = read_secs(&c, &p);
     assert_eq!(n, workers + 1, "every node answered");
+    let held = sessions_held(&c, &p);
     c.hvd(&["scale", &p, "--workers", "1"]);
     let (read_2, two) = read_secs(&c, &p);
     assert_eq!(two, 2, "the master and one worker answered");
     let per_node = (read_n - read_2) / (n - 2) as f64;
     let at64 = read_2 + per_node * 62.0;
     println!(
-        "top provider=local nodes={n} read={read_n:.3} nodes=2 read={read_2:.3} per_node={per_node:.4} at64={at64:.2} ratio={:.2}",
+        "top provider=local nodes={n} read={read_n:.3} nodes=2 read={read_2:.3} per_node={per_node:.4} at64={at64:.2} ratio={:.2} ssh_held={held}",
         read_n / read_2
     );
     for (node, cpu) in [("master", master_cpu), ("worker", worker_cpu)] {
