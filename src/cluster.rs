@@ -410,18 +410,7 @@ impl Opened {
                 });
             }
         }
-        let port = free_port()?;
-        let loopback = std::net::IpAddr::from(std::net::Ipv4Addr::LOCALHOST);
-        master
-            .ssh
-            .session()
-            .request_port_forward(
-                openssh::ForwardType::Local,
-                (loopback, port),
-                (loopback, 8888),
-            )
-            .await
-            .map_err(|e| Error::Runtime(format!("cannot open an SSH tunnel to Jupyter: {e}")))?;
+        let port = tunnel_to(&master.ssh, 8888, "Jupyter").await?;
         Ok(JupyterUrl {
             fingerprint: None,
             reachable: format!("http://127.0.0.1:{port}/lab?token={token}"),
@@ -433,8 +422,25 @@ impl Opened {
     }
 }
 
+/// An SSH tunnel from a free port of this machine's loopback to `remote_port` on the node's
+/// loopback, over the node's kept connection (open while it is); the local port. `what` names
+/// the service in the error.
+pub async fn tunnel_to(ssh: &ssh::Ssh, remote_port: u16, what: &str) -> Result<u16, Error> {
+    let port = free_port()?;
+    let loopback = std::net::IpAddr::from(std::net::Ipv4Addr::LOCALHOST);
+    ssh.session()
+        .request_port_forward(
+            openssh::ForwardType::Local,
+            (loopback, port),
+            (loopback, remote_port),
+        )
+        .await
+        .map_err(|e| Error::Runtime(format!("cannot open an SSH tunnel to {what}: {e}")))?;
+    Ok(port)
+}
+
 /// A port free on this machine's loopback now, for a tunnel's local end.
-pub fn free_port() -> Result<u16, Error> {
+fn free_port() -> Result<u16, Error> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(|e| Error::Runtime(format!("no free local port: {e}")))?;
     listener

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use common::bench_report::check_report;
 use common::cloud::{client, leftovers, require_cloud, runtime};
 use common::imagenet::{self, TutorialJob};
-use common::mnist::assert_mnist_ran_everywhere;
+use common::mnist::{assert_mnist_ran_everywhere, run_mnist_under_mpi};
 use common::TestCluster;
 
 /// Our PyTorch image, which profiles/local-pytorch.toml names (scripts/test builds it).
@@ -99,26 +99,7 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
 
         // PyTorch under horovodrun --mpi, the user's Open MPI arguments passed through.
         let t = Instant::now();
-        let run = c.hvd(&[
-            "run",
-            &c.profile,
-            "--mpi-args",
-            "--display-map --timestamp-output",
-            "--send",
-            "examples/pytorch_mnist.py",
-            "--",
-            "python",
-            "pytorch_mnist.py",
-            "--epochs",
-            "4",
-        ]);
-        let out = String::from_utf8_lossy(&run.stdout).to_string();
-        assert!(run.status.success(), "the MNIST job succeeds");
-        assert!(
-            out.contains("Data for JOB"),
-            "mpirun's --display-map: {out}"
-        );
-        assert_mnist_ran_everywhere(&c, &out, 4, 3);
+        run_mnist_under_mpi(&c, "--display-map --timestamp-output", 4, 3);
         eprintln!("mnist under --mpi: {:.0}s", t.elapsed().as_secs_f64());
 
         // The tutorial's command, typed in the master's container: only the paths changed.
@@ -321,25 +302,7 @@ fn open_mpi_across_the_clouds_servers() {
         eprintln!("cloud up + check: {:.0}s", started.elapsed().as_secs_f64());
 
         let t = Instant::now();
-        let run = c.hvd_ok(&[
-            "run",
-            &c.profile,
-            "--mpi-args",
-            "--display-map",
-            "--send",
-            "examples/pytorch_mnist.py",
-            "--",
-            "python",
-            "pytorch_mnist.py",
-            "--epochs",
-            "3",
-        ]);
-        let out = String::from_utf8_lossy(&run.stdout);
-        assert!(
-            out.contains("Data for JOB"),
-            "mpirun's --display-map: {out}"
-        );
-        assert_mnist_ran_everywhere(&c, &out, 3, 2);
+        run_mnist_under_mpi(&c, "--display-map", 3, 2);
         eprintln!("cloud mnist under --mpi: {:.0}s", t.elapsed().as_secs_f64());
     });
     let down = c.hvd(&["down", "--yes", &c.profile]);

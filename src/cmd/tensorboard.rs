@@ -81,18 +81,7 @@ pub async fn tensorboard(ctx: &Context, file: &Path, logdir: Option<&str>) -> Re
 /// The tunnel, the wait for TensorBoard's first answer through it, the URL; then waits for
 /// Ctrl-C (the caller's), watching that TensorBoard still runs.
 async fn serve(ctx: &Context, master: &NodeSession, port: u16, dir: &str) -> Result<(), Error> {
-    let local = cluster::free_port()?;
-    let loopback = std::net::IpAddr::from(std::net::Ipv4Addr::LOCALHOST);
-    master
-        .ssh
-        .session()
-        .request_port_forward(
-            openssh::ForwardType::Local,
-            (loopback, local),
-            (loopback, port),
-        )
-        .await
-        .map_err(|e| Error::Runtime(format!("cannot open an SSH tunnel to TensorBoard: {e}")))?;
+    let local = cluster::tunnel_to(&master.ssh, port, "TensorBoard").await?;
     let url = format!("http://127.0.0.1:{local}/");
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))

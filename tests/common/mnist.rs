@@ -46,3 +46,29 @@ pub fn assert_mnist_ran_everywhere(c: &TestCluster, out: &str, epochs: usize, no
         "the loss falls: {losses:?}"
     );
 }
+
+/// examples/pytorch_mnist.py sent and run as a job under horovodrun --mpi for `epochs`, the
+/// user's `mpi_args` passed through (they must hold `--display-map`): it succeeds, mpirun shows
+/// the map it launched, and every one of `nodes` ranks took part.
+pub fn run_mnist_under_mpi(c: &TestCluster, mpi_args: &str, epochs: usize, nodes: u32) {
+    let epochs_arg = epochs.to_string();
+    let run = c.hvd_ok(&[
+        "run",
+        &c.profile,
+        "--mpi-args",
+        mpi_args,
+        "--send",
+        "examples/pytorch_mnist.py",
+        "--",
+        "python",
+        "pytorch_mnist.py",
+        "--epochs",
+        &epochs_arg,
+    ]);
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        out.contains("Data for JOB"),
+        "mpirun's --display-map: {out}"
+    );
+    assert_mnist_ran_everywhere(c, &out, epochs, nodes);
+}
