@@ -19,11 +19,15 @@ pub const DISKS: [&str; 2] = ["/shared", "/var/lib/docker"];
 /// Sections start with a line `@hvd-top NAME`; `uptime` is the node's own monotonic clock,
 /// for the rates.
 pub fn probe_script(master: bool) -> String {
+    // Builtins wherever bash has one: at a refresh a second, every process started on the
+    // node is its CPU (the figures come from /proc files read with `read`; `df` once per
+    // disk; `nvidia-smi` only where it exists).
     let mut s = String::from(
-        "echo '@hvd-top uptime'; cat /proc/uptime\n\
-         echo '@hvd-top stat'; head -n 1 /proc/stat\n\
-         echo '@hvd-top meminfo'; grep -E '^(MemTotal|MemAvailable):' /proc/meminfo\n\
-         echo '@hvd-top net'; cat /proc/net/dev\n\
+        "echo '@hvd-top uptime'; read -r l < /proc/uptime; printf '%s\\n' \"$l\"\n\
+         echo '@hvd-top stat'; read -r l < /proc/stat; printf '%s\\n' \"$l\"\n\
+         echo '@hvd-top meminfo'\n\
+         while read -r k v u; do case $k in MemTotal: | MemAvailable:) printf '%s %s %s\\n' \"$k\" \"$v\" \"$u\" ;; esac; done < /proc/meminfo\n\
+         echo '@hvd-top net'; while IFS= read -r l; do printf '%s\\n' \"$l\"; done < /proc/net/dev\n\
          echo '@hvd-top gpu'\n\
          if command -v nvidia-smi >/dev/null 2>&1; then\n\
            out=$(timeout 5 nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.total,name \
@@ -32,8 +36,10 @@ pub fn probe_script(master: bool) -> String {
          echo '@hvd-top disk'\n",
     );
     for path in DISKS {
+        // df's second line, without a pipe: its header and anything after are cut in bash
         s.push_str(&format!(
-            "printf 'path %s ' {path}; df -P -B1 {path} 2>/dev/null | tail -n +2 | head -n 1; echo\n"
+            "out=$(df -P -B1 {path} 2>/dev/null); l=${{out#*$'\\n'}}; [ \"$l\" = \"$out\" ] && l=; \
+             printf 'path %s %s\\n' {path} \"${{l%%$'\\n'*}}\"\n"
         ));
     }
     if master {
@@ -41,12 +47,13 @@ pub fn probe_script(master: bool) -> String {
         // them in the job's folder).
         s.push_str(&format!(
             "echo '@hvd-top jobs'\n\
-             line=$({list} 2>/dev/null | awk -F '\\t' '$2 == \"running\"' | tail -n 1)\n\
+             line=\n\
+             while IFS= read -r l; do f=${{l#*$'\\t'}}; [ \"${{f%%$'\\t'*}}\" = running ] && line=$l; done < <({list} 2>/dev/null)\n\
              printf '%s\\n' \"$line\"\n\
-             id=$(printf '%s\\n' \"$line\" | cut -f1)\n\
+             id=${{line%%$'\\t'*}}\n\
              echo '@hvd-top log'\n\
              case $id in ''|*[!0-9]*) ;; *) tail -c 4096 {dir}/$id/log 2>/dev/null | tail -n 5 ;; esac\n\
-             echo '@hvd-top now'; date +%s\n",
+             echo '@hvd-top now'; printf '%(%s)T\\n' -1\n",
             list = jobs::runner_call("list"),
             dir = jobs::JOBS_DIR,
         ));

@@ -299,3 +299,26 @@ fn the_probe_runs_on_this_machine_and_reads_back() {
     assert!(probe_script(true).contains("@hvd-top jobs"));
     assert!(!probe_script(false).contains("@hvd-top jobs"));
 }
+
+/// The probe as a node runs it, here in this machine's bash: its output parses, with every
+/// figure but the GPUs' (none here) and the master's job (no runner here).
+#[test]
+fn the_probe_runs_in_bash_and_its_output_parses() {
+    for master in [false, true] {
+        let out = std::process::Command::new("bash")
+            .args(["-c", &probe_script(master)])
+            .output()
+            .expect("bash");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let reading = parse_reading(&text).unwrap_or_else(|| panic!("{text}"));
+        assert!(reading.uptime_secs.is_some_and(|u| u > 0.0), "{text}");
+        assert!(reading.cpu.is_some_and(|c| c.total > 0), "{text}");
+        assert!(reading.memory.is_some(), "{text}");
+        assert!(reading.net.is_some(), "{text}");
+        assert!(
+            reading.disks.iter().any(|d| d.size_bytes > 0),
+            "df of / holds at least one of the paths' file systems: {text}"
+        );
+        assert_eq!(reading.job, None, "{text}");
+    }
+}
