@@ -354,6 +354,7 @@ fn tensorboard_serves_the_jobs_logs(c: &TestCluster) {
             30,
             "a point per step (TRAIN_STEPS): {points:?}"
         );
+        the_page_shows_the_run_and_its_tag(&url);
     });
     let pid = child.id().to_string();
     let _ = Command::new("kill").args(["-INT", &pid]).status();
@@ -384,6 +385,44 @@ fn tensorboard_serves_the_jobs_logs(c: &TestCluster) {
         ],
     );
     assert_eq!(left.trim(), "0", "TensorBoard stopped on the master");
+}
+
+/// TensorBoard's page as a browser shows it (Debian's chromium, headless; .ci/run installs
+/// it): the DOM after its scripts ran names job 1's run and its `loss` card; the screenshot
+/// is kept in the test's folder under target/ and its path printed.
+fn the_page_shows_the_run_and_its_tag(url: &str) {
+    let page = format!("{url}#timeseries");
+    let chromium = |extra: &[&str]| {
+        Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--virtual-time-budget=20000",
+                "--window-size=1280,900",
+            ])
+            .args(extra)
+            .arg(&page)
+            .output()
+            .expect("chromium (Debian's package; .ci/run installs it)")
+    };
+    let dom = chromium(&["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.contains(">loss<") && dom.contains(">1<"),
+        "the page names job 1's run and its loss card: {} bytes of DOM",
+        dom.len()
+    );
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("tensorboard.png");
+    let _ = std::fs::remove_file(&shot);
+    chromium(&[&format!("--screenshot={}", shot.display())]);
+    assert!(
+        std::fs::metadata(&shot).is_ok_and(|m| m.len() > 10_000),
+        "a screenshot at {}",
+        shot.display()
+    );
+    eprintln!("TensorBoard's page: {}", shot.display());
 }
 
 /// `down` first says what goes (the servers by name, the network pieces, what /shared holds

@@ -20,7 +20,8 @@
 //!   a tiny-imagenet-shaped ImageFolder the test makes, declared in the profile's `[[data]]`
 //!   and so staged by `up` on every node's own disk (/staged): under `run --elastic` it grows
 //!   from 2 to 3 workers with `scale` (the first `scale` killed with SIGKILL in the new
-//!   worker's bootstrap, the same command again finishing it), survives the killed new worker (`docker kill`: a
+//!   worker's bootstrap, the same command again finishing it; `top`, running the whole time,
+//!   shows the new worker's row), survives the killed new worker (`docker kill`: a
 //!   preemption) replaced by `heal` under a new name (the discovery file lists it, not the killed one),
 //!   the added workers hold the dataset file for file before they join, and the checkpoint it
 //!   writes on /shared comes back with `pull` and loads into a ResNet-50 here. (The
@@ -157,6 +158,8 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
         // duplicate, no manual step), and only then does discovery list it.
         let scale = ["scale", c.profile.as_str(), "--workers", "3"];
         let worker3 = format!("{}-worker-3", c.name);
+        // `top` watches the whole time: the worker `scale` adds gets a row of its own.
+        let top = TopView::start(&c);
         common::interrupt::at_marker(
             c.command(&scale),
             "-KILL",
@@ -180,6 +183,7 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
             "new worker joined the job {:.0}s after the resumed `scale` started",
             scale_started.elapsed().as_secs_f64()
         );
+        top.stop_once_it_shows(&worker3, Duration::from_secs(45));
         assert_eq!(
             imagenet::digests_on(&c, "worker-3", "/staged/tiny-imagenet"),
             files,
@@ -250,6 +254,66 @@ fn pytorch_on_open_mpi_check_mnist_tutorial_and_elastic() {
     eprintln!("whole test: {:.0}s", started.elapsed().as_secs_f64());
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
+    }
+}
+
+/// `top`'s live view in the background (stdout no terminal: it prints each refresh's table
+/// to a file), while `scale` changes the cluster under it.
+struct TopView {
+    child: std::process::Child,
+    out: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TopView {
+    fn start(c: &TestCluster) -> TopView {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("top.txt");
+        let child = c
+            .command(&["top", &c.profile, "--interval", "2"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("hvd-cluster top");
+        TopView {
+            child,
+            out,
+            _dir: dir,
+        }
+    }
+
+    /// Waits for `node`'s row with its figures (it re-lists the nodes every 15 s), then
+    /// Ctrl-C: exit 0.
+    fn stop_once_it_shows(mut self, node: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        let shown = |text: &str| {
+            text.lines()
+                .any(|l| l.starts_with(&format!("{node} ")) && l.contains('%'))
+        };
+        let mut text = String::new();
+        while Instant::now() < deadline {
+            text = std::fs::read_to_string(&self.out).unwrap_or_default();
+            if shown(&text) {
+                break;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let status = self.child.wait().expect("top ends");
+        let tail: Vec<&str> = text.lines().rev().take(12).collect();
+        assert!(shown(&text), "top shows {node}'s row: {tail:?}");
+        assert_eq!(status.code(), Some(0), "Ctrl-C ends top with 0");
+    }
+}
+
+impl Drop for TopView {
+    /// A test that fails before the stop leaves no view running.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
