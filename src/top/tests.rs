@@ -163,24 +163,24 @@ fn reading_text(uptime: &str, stat: &str, rx: u64, tx: u64, master: bool) -> Str
     s
 }
 
+/// Two of the master's readings two seconds apart: 100 of 200 ticks busy, 2048 bytes in.
+enum Moment {
+    Before,
+    Now,
+}
+
+fn master_reading(at: Moment) -> Reading {
+    let text = match at {
+        Moment::Before => reading_text("100.0", "cpu 100 0 100 800 0 0 0 0", 1000, 5000, true),
+        Moment::Now => reading_text("102.0", "cpu 200 0 100 900 0 0 0 0", 3048, 5000, true),
+    };
+    parse_reading(&text).unwrap()
+}
+
 #[test]
 fn a_reading_and_the_rates_between_two() {
-    let before = parse_reading(&reading_text(
-        "100.0",
-        "cpu 100 0 100 800 0 0 0 0",
-        1000,
-        5000,
-        true,
-    ))
-    .unwrap();
-    let now = parse_reading(&reading_text(
-        "102.0",
-        "cpu 200 0 100 900 0 0 0 0",
-        3048,
-        5000,
-        true,
-    ))
-    .unwrap();
+    let before = master_reading(Moment::Before);
+    let now = master_reading(Moment::Now);
     assert_eq!(
         now.uptime_secs,
         Some(102.0),
@@ -219,22 +219,8 @@ fn a_reading_and_the_rates_between_two() {
 
 #[test]
 fn the_table_shows_every_node_a_silent_one_and_the_job() {
-    let now = parse_reading(&reading_text(
-        "102.0",
-        "cpu 200 0 100 900 0 0 0 0",
-        3048,
-        5000,
-        true,
-    ))
-    .unwrap();
-    let before = parse_reading(&reading_text(
-        "100.0",
-        "cpu 100 0 100 800 0 0 0 0",
-        1000,
-        5000,
-        true,
-    ))
-    .unwrap();
+    let now = master_reading(Moment::Now);
+    let before = master_reading(Moment::Before);
     let snapshot = Snapshot {
         cluster: "c".into(),
         nodes: vec![
