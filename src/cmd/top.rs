@@ -328,7 +328,7 @@ impl Screen {
                 head.replace('\n', "\x1b[K\r\n")
             );
         } else {
-            let _ = write!(out, "{head}{}\n", top::table(snapshot));
+            let _ = writeln!(out, "{head}{}", top::table(snapshot));
         }
         let _ = out.flush();
     }
