@@ -476,9 +476,9 @@ fn down_says_what_goes_and_asks(c: &TestCluster) {
 /// `top` while job `running` runs: `--once --json` has every node's row (the master first)
 /// with its CPU, memory and /shared's room, "no GPU" on nodes without `nvidia-smi` and figures
 /// on worker-1, given a stand-in `nvidia-smi` (a script printing what a real one prints for
-/// two GPUs, one of them `[N/A]`), and the job with its number and command. Then the live view
-/// in a real terminal (tmux): every node's row; worker-2 frozen (`docker pause`: its sshd
-/// stops answering) is "not answering" within a refresh while the others still show; `q`
+/// two GPUs, one of them `[N/A]`), and the job with its number, command, last line and the
+/// rate that line prints. Then the live view in a real terminal (tmux): every node's row;
+/// worker-2 frozen (`docker pause`: its sshd stops answering) is "not answering" within a refresh while the others still show; `q`
 /// leaves with exit 0. (On the local provider a node's /proc is this machine's: CPU and memory
 /// are the host's, the same on every node.)
 fn top_shows_every_node_and_the_running_job(c: &TestCluster, running: u64) {
@@ -539,7 +539,24 @@ fn top_shows_every_node_and_the_running_job(c: &TestCluster, running: u64) {
         "{snap:#}"
     );
     assert_eq!(snap["job"]["id"], running, "{snap:#}");
-    assert_eq!(snap["job"]["command"], "sleep 600", "{snap:#}");
+    assert_eq!(
+        snap["job"]["command"], "sh -c 'echo epoch 1: 12.5 img/sec; exec sleep 600'",
+        "{snap:#}"
+    );
+    assert_eq!(snap["job"]["rate"], "12.5 img/sec", "{snap:#}");
+    assert!(
+        snap["job"]["last_line"]
+            .as_str()
+            .is_some_and(|l| l.ends_with("epoch 1: 12.5 img/sec")),
+        "{snap:#}"
+    );
+    // On the local provider every node's /proc/stat is this machine's: busy, never idle.
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n["cpu_percent"].as_f64().is_some_and(|c| c > 0.0)),
+        "{snap:#}"
+    );
 
     // The live view in a real terminal.
     let session = format!("top-{name}");
@@ -663,7 +680,16 @@ fn stop_and_start(c: &TestCluster) {
     assert!(wrote.status.success(), "{wrote:?}");
     // A job still running when the cluster stops: `stop` refuses in one line, stopping
     // nothing; `stop --force` records it interrupted.
-    let running = c.hvd(&["run", profile, "--detach", "--", "sleep", "600"]);
+    // Every rank prints a line with a rate, then waits (what `top` reads of a running job).
+    let running = c.hvd(&[
+        "run",
+        profile,
+        "--detach",
+        "--",
+        "sh",
+        "-c",
+        "echo epoch 1: 12.5 img/sec; exec sleep 600",
+    ]);
     assert!(running.status.success(), "{running:?}");
     let running: u64 = String::from_utf8_lossy(&running.stdout)
         .trim()
@@ -716,6 +742,16 @@ fn stop_and_start(c: &TestCluster) {
             "{node}"
         );
     }
+    // `top` of a stopped cluster says so and ends well, as a table and as JSON.
+    let top = c.hvd_ok(&["top", profile, "--once"]);
+    let said = String::from_utf8_lossy(&top.stdout);
+    assert!(
+        said.contains(&format!("cluster `{name}` is stopped (3 of 3 server(s))")),
+        "{said}"
+    );
+    let top = c.hvd_ok(&["top", profile, "--json"]);
+    let top: serde_json::Value = serde_json::from_slice(&top.stdout).expect("JSON");
+    assert_eq!(top["state"], "stopped", "{top}");
     let again = c.hvd_ok(&["stop", profile]);
     assert!(
         String::from_utf8_lossy(&again.stdout).contains("already stopped (3 server(s))"),
