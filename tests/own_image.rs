@@ -17,6 +17,7 @@
 //! - a terminal of that Jupyter runs `horovodrun` across every slot (over its websocket, as a
 //!   browser does);
 //! - examples/pytorch_mnist.py through `run`;
+//! - `tensorboard` says in one line that the image has no TensorBoard;
 //! - examples/pytorch_elastic.py grows from 2 to 3 workers with `scale`.
 //!
 //! Needs Docker and the base image (scripts/test builds it first).
@@ -198,6 +199,14 @@ fn a_users_image_runs_the_cluster() {
         assert!(run.status.success(), "the MNIST job succeeds");
         assert_mnist_ran_everywhere(&c, &String::from_utf8_lossy(&run.stdout), 3, 3);
         eprintln!("mnist: {:.0}s", t.elapsed().as_secs_f64());
+
+        // TensorBoard is the image's to carry: this one has none, said in one line.
+        let line = common::one_error_line(&c.hvd(&["tensorboard", &profile]), 1);
+        assert!(
+            line.contains("has no TensorBoard for its Python")
+                && line.contains("pip install tensorboard"),
+            "{line}"
+        );
 
         // Elastic training grows from 2 to 3 workers.
         let t = Instant::now();
