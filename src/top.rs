@@ -52,7 +52,7 @@ pub fn probe_script(master: bool) -> String {
              printf '%s\\n' \"$line\"\n\
              id=${{line%%$'\\t'*}}\n\
              echo '@hvd-top log'\n\
-             case $id in ''|*[!0-9]*) ;; *) tail -c 4096 {dir}/$id/log 2>/dev/null | tail -n 5 ;; esac\n\
+             case $id in ''|*[!0-9]*) ;; *) tail -c 8192 {dir}/$id/log 2>/dev/null | tail -n 40 ;; esac\n\
              echo '@hvd-top now'; printf '%(%s)T\\n' -1\n",
             list = jobs::runner_call("list"),
             dir = jobs::JOBS_DIR,
@@ -411,12 +411,35 @@ pub fn parse_rate(lines: &[&str]) -> Option<String> {
     None
 }
 
+/// Whether horovodrun tagged the line as a rank's output: `[0]<stdout>:` (Gloo) or
+/// `[1,0]<stderr>:` (`mpirun --tag-output`).
+fn is_rank_output(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix('[') else {
+        return false;
+    };
+    let Some((rank, rest)) = rest.split_once(']') else {
+        return false;
+    };
+    !rank.is_empty()
+        && rank.chars().all(|c| c.is_ascii_digit() || c == ',')
+        && (rest.starts_with("<stdout>:") || rest.starts_with("<stderr>:"))
+}
+
 fn running_job(job: &Job, log: &[&str], now: Option<u64>) -> RunningJob {
-    let last = log
+    // The job's last line is the last one a rank printed: horovodrun's own lines and those
+    // of what it starts beside the ranks (its framework probes print TensorFlow's CPU
+    // notices on some processors) come after the ranks' lines and say nothing of the job.
+    let lines: Vec<&str> = log
         .iter()
         .rev()
         .map(|l| l.rsplit('\r').next().unwrap_or(l).trim())
-        .find(|l| !l.is_empty());
+        .filter(|l| !l.is_empty())
+        .collect();
+    let last = lines
+        .iter()
+        .find(|l| is_rank_output(l))
+        .or_else(|| lines.first())
+        .copied();
     RunningJob {
         id: job.id.get(),
         elapsed_secs: now.zip(job.started).map(|(n, s)| n.saturating_sub(s)),

@@ -308,3 +308,42 @@ fn the_probe_runs_in_bash_and_its_output_parses() {
         assert_eq!(reading.job, None, "{text}");
     }
 }
+
+#[test]
+fn the_jobs_last_line_is_a_ranks_not_the_launchers_notices() {
+    let job =
+        jobs::parse_line("7\trunning\t\t100\t110\t\t3\t0\t1\t[\"python\",\"train.py\"]").unwrap();
+    // Several ranks' lines, then what TensorFlow prints on an AVX-512 processor when
+    // horovodrun's framework probe imports it: a notice over two lines, neither tagged.
+    let log = [
+        "[1]<stdout>:epoch 1: 12.5 img/sec",
+        "[0]<stdout>:epoch 1: 12.5 img/sec",
+        "2026-12-07 14:00:00.0: I tensorflow/core/platform/cpu_feature_guard.cc:182] This TensorFlow binary is optimized to use available CPU instructions in performance-critical operations.",
+        "To enable the following instructions: AVX2 AVX512F AVX512_VNNI, in other operations, rebuild TensorFlow with the appropriate compiler flags.",
+        "",
+    ];
+    let running = running_job(&job, &log, Some(120));
+    assert_eq!(
+        running.last_line.as_deref(),
+        Some("[0]<stdout>:epoch 1: 12.5 img/sec")
+    );
+    assert_eq!(running.rate.as_deref(), Some("12.5 img/sec"));
+    // Under MPI the tag has two numbers; a log with no rank's line yet shows its last line.
+    assert!(is_rank_output("[1,0]<stderr>:x"));
+    for untagged in [
+        "[]<stdout>:x",
+        "[a]<stdout>:x",
+        "[0]<stdin>:x",
+        "[0 <stdout>:x",
+        "0]",
+    ] {
+        assert!(!is_rank_output(untagged), "{untagged}");
+    }
+    let launching = running_job(&job, &["Launching horovod task function", "  "], None);
+    assert_eq!(
+        launching.last_line.as_deref(),
+        Some("Launching horovod task function")
+    );
+    assert_eq!(launching.rate, None);
+    assert_eq!(launching.elapsed_secs, None);
+}
