@@ -15,6 +15,7 @@ mod common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::TestCluster;
 
@@ -491,6 +492,23 @@ fn top_shows_every_node_and_the_running_job(c: &TestCluster, running: u64) {
             "printf '{stand_in}' | sudo tee /usr/local/bin/nvidia-smi >/dev/null && sudo chmod 755 /usr/local/bin/nvidia-smi"
         )],
     );
+    // The job is `running` once its horovodrun starts; its ranks print only after horovodrun
+    // has probed the hosts and its frameworks (TensorFlow's import, tens of seconds on a busy
+    // machine): wait for the three ranks' lines before reading what `top` makes of them.
+    let id = running.to_string();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let logs = c.hvd_ok(&["logs", profile, &id]);
+        let printed = String::from_utf8_lossy(&logs.stdout);
+        if printed.matches("<stdout>:epoch 1: 12.5 img/sec").count() == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "job {id}'s ranks printed nothing in 300 s: {printed}"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
     let once = c.hvd_ok(&["top", profile, "--once", "--json"]);
     let _ = c.on_node("worker-1", &["sudo rm -f /usr/local/bin/nvidia-smi"]);
     let snap: serde_json::Value =
