@@ -28,7 +28,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::jupyter::{horovodrun_in_terminal, jupyter_url};
-use common::mnist::assert_mnist_ran_everywhere;
+use common::mnist::{assert_mnist_ran_everywhere, run_mnist};
 use common::registry::{Registry, NO_HOROVOD, VENDOR_STAND_IN};
 use common::{ElasticJob, TestCluster};
 
@@ -185,19 +185,8 @@ fn a_users_image_runs_the_cluster() {
 
         // The MNIST example through `run`.
         let t = Instant::now();
-        let run = c.hvd(&[
-            "run",
-            &profile,
-            "--send",
-            "examples/pytorch_mnist.py",
-            "--",
-            "python",
-            "pytorch_mnist.py",
-            "--epochs",
-            "3",
-        ]);
-        assert!(run.status.success(), "the MNIST job succeeds");
-        assert_mnist_ran_everywhere(&c, &String::from_utf8_lossy(&run.stdout), 3, 3);
+        let out = run_mnist(&c, &[], 3);
+        assert_mnist_ran_everywhere(&c, &out, 3, 3);
         eprintln!("mnist: {:.0}s", t.elapsed().as_secs_f64());
 
         // TensorBoard is the image's to carry: this one has none, said in one line.

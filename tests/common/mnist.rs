@@ -47,16 +47,13 @@ pub fn assert_mnist_ran_everywhere(c: &TestCluster, out: &str, epochs: usize, no
     );
 }
 
-/// examples/pytorch_mnist.py sent and run as a job under horovodrun --mpi for `epochs`, the
-/// user's `mpi_args` passed through (they must hold `--display-map`): it succeeds, mpirun shows
-/// the map it launched, and every one of `nodes` ranks took part.
-pub fn run_mnist_under_mpi(c: &TestCluster, mpi_args: &str, epochs: usize, nodes: u32) {
+/// examples/pytorch_mnist.py sent and run as a job for `epochs`, `run`'s `options` before
+/// `--send`; the job must succeed. What `run` printed.
+pub fn run_mnist(c: &TestCluster, options: &[&str], epochs: usize) -> String {
     let epochs_arg = epochs.to_string();
-    let run = c.hvd_ok(&[
-        "run",
-        &c.profile,
-        "--mpi-args",
-        mpi_args,
+    let mut args = vec!["run", c.profile.as_str()];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&[
         "--send",
         "examples/pytorch_mnist.py",
         "--",
@@ -65,7 +62,14 @@ pub fn run_mnist_under_mpi(c: &TestCluster, mpi_args: &str, epochs: usize, nodes
         "--epochs",
         &epochs_arg,
     ]);
-    let out = String::from_utf8_lossy(&run.stdout);
+    String::from_utf8_lossy(&c.hvd_ok(&args).stdout).into_owned()
+}
+
+/// examples/pytorch_mnist.py sent and run as a job under horovodrun --mpi for `epochs`, the
+/// user's `mpi_args` passed through (they must hold `--display-map`): it succeeds, mpirun shows
+/// the map it launched, and every one of `nodes` ranks took part.
+pub fn run_mnist_under_mpi(c: &TestCluster, mpi_args: &str, epochs: usize, nodes: u32) {
+    let out = run_mnist(c, &["--mpi-args", mpi_args], epochs);
     assert!(
         out.contains("Data for JOB"),
         "mpirun's --display-map: {out}"
